@@ -1,0 +1,10 @@
+// The hearth executable.
+#include <string>
+#include <vector>
+
+#include "cli/app.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return hearth::cli::run_cli(args);
+}

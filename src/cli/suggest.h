@@ -1,0 +1,19 @@
+// "Did you mean ...?" for mistyped verbs and flags.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hearth::cli {
+
+// Levenshtein distance between two ASCII strings.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word`, if it is close enough to be a plausible typo
+// (distance at most a third of the longer word's length, and at least 1 allowed).
+std::optional<std::string> closest_match(std::string_view word,
+                                         const std::vector<std::string>& candidates);
+
+}  // namespace hearth::cli

@@ -1,0 +1,17 @@
+// Every verb's registration function. main.cpp calls each one in the order listed in
+// kVerbs; a verb appears here only when it works end to end.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli/verb.h"
+
+namespace hearth::cli {
+
+using VerbFactory = Verb (*)(CLI::App& app);
+
+inline constexpr VerbFactory kVerbs[] = {
+    nullptr,  // sentinel keeps the array non-empty before the first verb lands
+};
+
+}  // namespace hearth::cli
