@@ -1,0 +1,81 @@
+// The model interface every layer above builds on: a loaded model runs one forward pass
+// over a flattened varlen batch (prefill chunks and decode rows together) against the
+// paged KV storage it owns. See docs/architecture.md ("The engine") for how the engine
+// drives it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "models/config.h"
+
+namespace hearth {
+
+// One sequence's slice of a ForwardBatch. Its tokens are batch.tokens[first_token,
+// first_token + num_tokens); they are written to KV slots num_cached .. num_cached +
+// num_tokens - 1 of the sequence (slot s lives in block block_table[s / block_size] at
+// offset s % block_size) and attend to slots 0 .. their own (causal; sliding window
+// where the config has one).
+struct SequenceSlice {
+  int32_t first_token = 0;
+  int32_t num_tokens = 0;
+  int32_t num_cached = 0;                // tokens of this sequence already in KV
+  std::span<const int32_t> block_table;  // [ceil((num_cached + num_tokens) / block_size)]
+};
+
+// A flattened varlen batch. There are no prefill and decode phases: a decode row is a
+// one-token slice, a prefill chunk a longer one.
+struct ForwardBatch {
+  std::span<const int32_t> tokens;           // [num_tokens]
+  std::span<const int32_t> positions;        // [num_tokens] rope positions
+  std::span<const SequenceSlice> sequences;  // slices cover tokens, disjoint
+  std::span<const int32_t> logit_rows;       // token indices whose logits are wanted
+};
+
+enum class KernelKind {
+  kCpu,        // SIMD + thread pool (default)
+  kReference,  // plain C++ from kernels/ref: slow, the oracle for the fast paths
+};
+
+struct LoadOptions {
+  int threads = 0;  // 0: every core the process may run on
+  KernelKind kernels = KernelKind::kCpu;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+
+  // Allocates (or replaces) KV storage of num_blocks x block_size token slots per layer.
+  virtual Status create_kv_cache(int num_blocks, int block_size) = 0;
+  virtual int kv_num_blocks() const = 0;
+  virtual int kv_block_size() const = 0;
+  // Bytes one block of block_size tokens costs over all layers (K and V).
+  virtual std::size_t kv_bytes_per_block(int block_size) const = 0;
+  // Copies every layer's K and V of block src into block dst (copy-on-write of a shared
+  // prefix block).
+  virtual Status copy_kv_block(int src, int dst) = 0;
+
+  // Runs the batch; writes logits [batch.logit_rows.size(), vocab] row-major. Validates
+  // the batch (token ids, block ids, slot ranges) and returns an error instead of
+  // touching memory it does not own.
+  virtual Status forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+
+  // Bytes of weights resident (mapped or copied) and a one-line summary of the
+  // performance levers in effect ("cpu, 2 threads, avx512, weights bf16 ...").
+  virtual std::size_t weight_bytes() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Loads a HuggingFace model directory (config.json, *.safetensors, optional
+// generation_config.json). Errors name the file, field or tensor at fault.
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOptions& options);
+
+}  // namespace hearth
