@@ -1,0 +1,35 @@
+// MLX-affine quantized weights (4 or 8 bits, groups of 32/64/128 along k):
+// w[n, i] = scale[n, i / g] * q[n, i] + bias[n, i / g], q packed low bits first into
+// uint32 words. A GEMV for decode (m <= 8 rows) that dequantizes in registers, and a
+// dequantize-to-bf16 pass that prefill uses ahead of the cuBLASLt GEMM.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hearth::cuda {
+
+struct AffineQuantWeight {
+  const uint32_t* packed = nullptr;  // [n, k * bits / 32]
+  const void* scales = nullptr;      // [n, k / group_size], bf16 or f16
+  const void* biases = nullptr;      // [n, k / group_size], same type as scales
+  bool f16_scales = false;           // false: bf16
+  int n = 0;
+  int k = 0;
+  int bits = 4;         // 4 or 8
+  int group_size = 64;  // 32, 64 or 128; divides k
+};
+
+constexpr int kAffineGemvMaxRows = 8;
+
+// y[m, n] = x[m, k] · wᵀ with m <= kAffineGemvMaxRows; x rows 16-byte aligned (ldx % 8 == 0).
+cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                        __nv_bfloat16* y, int64_t ldy, cudaStream_t stream);
+
+// out[n, k] (row stride ld_out) = the dequantized weight, rounded to bf16.
+cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,
+                              cudaStream_t stream);
+
+}  // namespace hearth::cuda

@@ -1,0 +1,46 @@
+// Paged attention over a flattened varlen batch (no prefill/decode phases): each sequence
+// has q_len new query tokens at the end of kv_len cached keys; query i sits at position
+// kv_len - q_len + i and sees keys [max(0, pos - window + 1), pos]. GQA, sliding window,
+// score soft-capping; long key ranges are split across blocks (split-K) and merged.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hearth::cuda {
+
+struct PagedAttentionArgs {
+  const __nv_bfloat16* q = nullptr;  // [tokens, q_heads * head_dim], rotated
+  int64_t ld_q = 0;
+  const __nv_bfloat16* k_cache = nullptr;  // [slots, kv_heads, head_dim]
+  const __nv_bfloat16* v_cache = nullptr;  // [slots, kv_heads, head_dim]
+  const int32_t* block_tables = nullptr;   // [seqs, ld_block_tables] block ids
+  int64_t ld_block_tables = 0;
+  const int32_t* query_start = nullptr;  // [seqs + 1] first query token; [seqs] = tokens
+  const int32_t* kv_lens = nullptr;      // [seqs] keys in cache incl. this step's tokens
+  __nv_bfloat16* out = nullptr;          // [tokens, q_heads * head_dim]
+  int64_t ld_out = 0;
+  int seqs = 0;
+  int tokens = 0;
+  int q_heads = 0;
+  int kv_heads = 0;  // divides q_heads
+  int head_dim = 0;  // 64, 96, 128, 160, 192 or 256
+  int block_size = 0;
+  float scale = 1.0f;          // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;        // 0: off; else scores = softcap * tanh(scores / softcap)
+  int sliding_window = 0;      // 0: off
+  int num_splits = 1;          // from paged_attention_num_splits(); > 1 needs the workspace
+  float* workspace = nullptr;  // paged_attention_workspace_bytes() bytes when num_splits > 1
+};
+
+// A split count that fills the device: 1 when the (token, head) grid already does.
+int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count);
+
+size_t paged_attention_workspace_bytes(int tokens, int q_heads, int head_dim, int num_splits);
+
+cudaError_t paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace hearth::cuda
