@@ -8,9 +8,12 @@
 
 namespace hearth::cli {
 
+Verb add_get_verb(CLI::App& app);
+
 using VerbFactory = Verb (*)(CLI::App& app);
 
 inline constexpr VerbFactory kVerbs[] = {
+    add_get_verb,
     nullptr,  // sentinel keeps the array non-empty before the first verb lands
 };
 
