@@ -1,0 +1,151 @@
+// Engine: the thread loop is "drain the queue, step the scheduler"; it sleeps only when the
+// scheduler has nothing to run. Stats are copied out under the lock after every step.
+#include "engine/engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+#include "base/hash.h"
+#include "base/log.h"
+
+namespace hearth::engine {
+
+Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions& options) {
+  const ModelConfig& config = model.config();
+  SchedulerOptions s;
+  if (options.max_batch < 1) return invalid_argument_error("--batch must be >= 1");
+  if (options.block_size < 1 || options.block_size > 4096) {
+    return invalid_argument_error("--paged-kv-block-size must be in [1, 4096], got {}",
+                                  options.block_size);
+  }
+  if (options.kv_budget_gb < 0) return invalid_argument_error("--kv-budget must be >= 0");
+  if (options.max_batched_tokens < 0) return invalid_argument_error("token budget must be >= 0");
+  s.max_running = options.max_batch;
+  s.max_batched_tokens = options.max_batched_tokens > 0 ? options.max_batched_tokens
+                                                        : std::max(512, options.max_batch);
+  s.block_size = options.block_size;
+  s.max_context = options.max_context > 0 ? options.max_context : config.max_position_embeddings;
+  s.eos_ids = options.eos_ids.empty() ? config.generation.eos_token_ids : options.eos_ids;
+  s.vocab_size = config.vocab_size;
+  s.cache_namespace =
+      xxh3_64(options.cache_namespace.empty() ? model.describe() : options.cache_namespace);
+
+  double block_bytes = static_cast<double>(model.kv_bytes_per_block(options.block_size));
+  if (block_bytes <= 0) return internal_error("the model reports 0 KV bytes per block");
+  if (options.num_blocks > 0) {
+    s.num_blocks = options.num_blocks;
+  } else if (options.kv_budget_gb > 0) {
+    s.num_blocks = static_cast<int>(std::floor(options.kv_budget_gb * 1e9 / block_bytes));
+    if (s.num_blocks < 1) {
+      return invalid_argument_error("--kv-budget {} GB holds no KV block ({} bytes each)",
+                                    options.kv_budget_gb, block_bytes);
+    }
+  } else {
+    int64_t per_sequence = (std::max(s.max_context, 1) + s.block_size - 1) / s.block_size;
+    double ram =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    int64_t cap = static_cast<int64_t>(ram / 4 / block_bytes);
+    s.num_blocks = static_cast<int>(
+        std::clamp<int64_t>(per_sequence * s.max_running, 1, std::max<int64_t>(cap, 1)));
+  }
+  if (options.prompt_cache_gb < 0) {
+    s.max_idle_cached_blocks = -1;
+  } else {
+    s.max_idle_cached_blocks =
+        static_cast<int64_t>(std::floor(options.prompt_cache_gb * 1e9 / block_bytes));
+  }
+  return s;
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
+                                               const EngineOptions& options) {
+  if (!model) return invalid_argument_error("no model");
+  HEARTH_ASSIGN_OR_RETURN(SchedulerOptions s, plan_scheduler(*model, options));
+  HEARTH_RETURN_IF_ERROR(
+      model->create_kv_cache(s.num_blocks, s.block_size).with_context("allocating the KV pool"));
+  std::unique_ptr<Engine> engine(new Engine(std::move(model), s));
+  engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+  return engine;
+}
+
+Engine::Engine(std::unique_ptr<Model> model, const SchedulerOptions& options)
+    : model_(std::move(model)), scheduler_options_(options), scheduler_(options) {
+  stats_ = scheduler_.stats();
+}
+
+Engine::~Engine() { shutdown(); }
+
+Result<RequestId> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                                 std::shared_ptr<RequestSink> sink) {
+  HEARTH_RETURN_IF_ERROR(scheduler_.check_admissible(prompt, params));
+  RequestId id = next_id_.fetch_add(1);
+  auto request = std::make_unique<Request>(id, std::move(prompt), params, std::move(sink));
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return unavailable_error("the engine is shut down");
+    incoming_.push_back(std::move(request));
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(mutex_);
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::run() {
+  std::vector<std::unique_ptr<Request>> incoming;
+  std::vector<RequestId> cancels;
+  while (true) {
+    bool stopping;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work();
+      });
+      stopping = stopping_;
+      incoming.swap(incoming_);
+      cancels.swap(cancels_);
+    }
+    for (auto& request : incoming) scheduler_.add(std::move(request));
+    incoming.clear();
+    for (RequestId id : cancels) scheduler_.cancel(id);
+    cancels.clear();
+    if (stopping) {
+      scheduler_.abort_all(FinishReason::kCancelled, cancelled_error("the engine shut down"));
+      std::lock_guard lock(mutex_);
+      stats_ = scheduler_.stats();
+      return;
+    }
+    if (scheduler_.has_work()) {
+      Status status = scheduler_.step(*model_);
+      if (!status.ok()) spdlog::error("engine step failed: {}", status.to_string());
+    }
+    EngineStats snapshot = scheduler_.stats();
+    std::lock_guard lock(mutex_);
+    stats_ = snapshot;
+  }
+}
+
+}  // namespace hearth::engine

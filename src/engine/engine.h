@@ -1,0 +1,80 @@
+// Engine: one thread that owns the model and its KV, fed by a thread-safe submission queue.
+// Any thread may submit, cancel and read stats; tokens and finishes come back through each
+// request's RequestSink on the engine thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine_stats.h"
+#include "engine/request.h"
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "models/model.h"
+
+namespace hearth::engine {
+
+struct EngineOptions {
+  int max_batch = 8;             // --batch: running sequences; 1 = strict serial FIFO
+  int max_batched_tokens = 0;    // tokens per forward pass; 0 = max(512, max_batch)
+  int block_size = 16;           // --paged-kv-block-size
+  double kv_budget_gb = 0;       // --kv-budget (decimal GB); 0 = automatic
+  double prompt_cache_gb = -1;   // --prompt-cache: cap on idle cached KV; -1 none, 0 off
+  int num_blocks = 0;            // explicit pool size in blocks (overrides kv_budget_gb)
+  std::string cache_namespace;   // model fingerprint + adapter + KV scheme
+  std::vector<int32_t> eos_ids;  // empty: the model's generation_config EOS ids
+  int max_context = 0;           // 0: the model's max_position_embeddings
+};
+
+class Engine {
+ public:
+  // Sizes the KV pool, allocates it in the model and starts the engine thread.
+  static Result<std::unique_ptr<Engine>> create(std::unique_ptr<Model> model,
+                                                const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Errors (bad params, prompt + max_tokens over the context or over the
+  // whole KV budget, engine shut down) come back here and the sink is never called.
+  Result<RequestId> submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                           std::shared_ptr<RequestSink> sink);
+  // Cancels a queued or running request; its sink gets on_finish(kCancelled) and its blocks
+  // are freed at the next step. Unknown or finished ids are ignored.
+  void cancel(RequestId id);
+  EngineStats stats() const;
+  // Finishes outstanding requests as cancelled and joins the engine thread. Idempotent.
+  void shutdown();
+
+  const Model& model() const { return *model_; }
+  const SchedulerOptions& scheduler_options() const { return scheduler_options_; }
+
+ private:
+  Engine(std::unique_ptr<Model> model, const SchedulerOptions& options);
+  void run();
+
+  std::unique_ptr<Model> model_;
+  SchedulerOptions scheduler_options_;
+  Scheduler scheduler_;  // engine thread only
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Request>> incoming_;  // guarded by mutex_
+  std::vector<RequestId> cancels_;                  // guarded by mutex_
+  bool stopping_ = false;                           // guarded by mutex_
+  EngineStats stats_;                               // guarded by mutex_
+  std::atomic<RequestId> next_id_{1};
+  std::thread thread_;
+};
+
+// Sizes the pool: explicit num_blocks, else kv_budget_gb, else enough for max_batch
+// full-context sequences capped at a quarter of physical memory.
+Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions& options);
+
+}  // namespace hearth::engine
