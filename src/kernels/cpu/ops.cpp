@@ -1,0 +1,253 @@
+// CPU kernels: thread-pool parallel loops over SIMD inner products (simd.h), OpenBLAS
+// sgemm for prefill-sized batches.
+#include "kernels/cpu/ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+
+namespace hearth::kernels::cpu {
+
+const char* simd_name() {
+#ifdef HEARTH_CPU_AVX2
+  return "avx2+fma";
+#else
+  return "scalar";
+#endif
+}
+
+namespace {
+
+// Rows of the weight handled per parallel_for unit in mat-vec.
+constexpr int64_t kRowGrain = 8;
+// Weight rows dequantized per sgemm tile.
+constexpr int64_t kGemmTileRows = 512;
+
+float row_dot(const WeightMatrix& w, int64_t r, const float* x, const float* group_sums) {
+  switch (w.dtype) {
+    case DType::kF32:
+      return dot_f32(static_cast<const float*>(w.data) + r * w.cols, x, w.cols);
+    case DType::kBF16:
+      return dot_bf16(static_cast<const uint16_t*>(w.data) + r * w.cols, x, w.cols);
+    case DType::kF16:
+      return dot_f16(static_cast<const uint16_t*>(w.data) + r * w.cols, x, w.cols);
+    default:
+      break;
+  }
+  // Quantized: sum_g scale_g * (q_g · x_g) + bias_g * sum(x_g).
+  const int64_t groups = w.cols / w.group_size;
+  const int64_t words_per_group = w.group_size * w.bits / 32;
+  const auto* words = static_cast<const uint32_t*>(w.data) + r * groups * words_per_group;
+  float acc = 0.0f;
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* xg = x + g * w.group_size;
+    float qd = w.bits == 8 ? qdot8(words + g * words_per_group, xg, w.group_size)
+                           : qdot4(words + g * words_per_group, xg, w.group_size);
+    acc += read_scalar(w.scales, w.scale_dtype, r * groups + g) * qd +
+           read_scalar(w.biases, w.scale_dtype, r * groups + g) * group_sums[g];
+  }
+  return acc;
+}
+
+void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  std::vector<float> group_sums;
+  if (w.quantized()) {
+    const int64_t groups = w.cols / w.group_size;
+    group_sums.resize(static_cast<std::size_t>(m * groups));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t g = 0; g < groups; ++g) {
+        float s = 0.0f;
+        for (int64_t c = 0; c < w.group_size; ++c) s += x[i * w.cols + g * w.group_size + c];
+        group_sums[i * groups + g] = s;
+      }
+    }
+  }
+  ctx.pool.parallel_for(w.rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t i = 0; i < m; ++i) {
+        const float* gs = w.quantized() ? group_sums.data() + i * (w.cols / w.group_size) : nullptr;
+        y[i * w.rows + r] = row_dot(w, r, x + i * w.cols, gs);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* o = out + (r - r0) * w.cols;
+    if (w.dtype == DType::kF32) {
+      std::copy_n(static_cast<const float*>(w.data) + r * w.cols, w.cols, o);
+    } else if (w.dtype == DType::kBF16) {
+      const auto* p = static_cast<const uint16_t*>(w.data) + r * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) o[c] = bf16_to_f32(p[c]);
+    } else if (w.dtype == DType::kF16) {
+      const auto* p = static_cast<const uint16_t*>(w.data) + r * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) o[c] = f16_to_f32(p[c]);
+    } else {
+      const int64_t groups = w.cols / w.group_size;
+      const int per_word = 32 / w.bits;
+      const uint32_t mask = (1u << w.bits) - 1u;
+      const auto* words = static_cast<const uint32_t*>(w.data) + r * (w.cols / per_word);
+      for (int64_t g = 0; g < groups; ++g) {
+        float s = read_scalar(w.scales, w.scale_dtype, r * groups + g);
+        float b = read_scalar(w.biases, w.scale_dtype, r * groups + g);
+        for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c) {
+          uint32_t q = (words[c / per_word] >> ((c % per_word) * w.bits)) & mask;
+          o[c] = s * static_cast<float>(q) + b;
+        }
+      }
+    }
+  }
+}
+
+void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  if (m <= kMatVecMaxRows) {
+    matvec(ctx, w, x, m, y);
+    return;
+  }
+  const int n = static_cast<int>(w.rows);
+  const int k = static_cast<int>(w.cols);
+  if (w.dtype == DType::kF32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), n, k, 1.0f, x, k,
+                static_cast<const float*>(w.data), k, 0.0f, y, n);
+    return;
+  }
+  const int64_t tile = std::min<int64_t>(kGemmTileRows, w.rows);
+  std::vector<float> scratch(static_cast<std::size_t>(tile * w.cols));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
+    const int64_t r1 = std::min(w.rows, r0 + tile);
+    ctx.pool.parallel_for(r1 - r0, 16, [&](int64_t a, int64_t b) {
+      weight_rows_f32(w, r0 + a, r0 + b, scratch.data() + a * w.cols);
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                static_cast<int>(r1 - r0), k, 1.0f, x, k, scratch.data(), k, 0.0f, y + r0, n);
+  }
+}
+
+void embedding(CpuContext& ctx, const WeightMatrix& w, const int32_t* tokens, int64_t n,
+               float* out) {
+  ctx.pool.parallel_for(n, 1, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) weight_rows_f32(w, tokens[i], tokens[i] + 1, out + i * w.cols);
+  });
+}
+
+void rms_norm(CpuContext& ctx, const float* x, const float* weight, int64_t rows, int64_t dim,
+              float eps, float* out) {
+  auto body = [&](int64_t a, int64_t b) {
+    for (int64_t r = a; r < b; ++r) {
+      const float* xr = x + r * dim;
+      float sum = dot_f32(xr, xr, dim);
+      float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+      float* o = out + r * dim;
+      for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+    }
+  };
+  if (rows < 4) {
+    body(0, rows);
+  } else {
+    ctx.pool.parallel_for(rows, 1, body);
+  }
+}
+
+void rope(CpuContext& ctx, float* x, const int32_t* positions, int64_t tokens, int heads,
+          int head_dim, const float* inv_freq, float attention_factor) {
+  const int half = head_dim / 2;
+  auto body = [&](int64_t a, int64_t b) {
+    std::vector<float> cs(static_cast<std::size_t>(head_dim));
+    for (int64_t t = a; t < b; ++t) {
+      for (int i = 0; i < half; ++i) {
+        double angle = static_cast<double>(positions[t]) * inv_freq[i];
+        cs[i] = static_cast<float>(std::cos(angle)) * attention_factor;
+        cs[i + half] = static_cast<float>(std::sin(angle)) * attention_factor;
+      }
+      for (int h = 0; h < heads; ++h) {
+        float* v = x + (t * heads + h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          float p = v[i];
+          float q = v[i + half];
+          v[i] = p * cs[i] - q * cs[i + half];
+          v[i + half] = q * cs[i] + p * cs[i + half];
+        }
+      }
+    }
+  };
+  if (tokens < 4) {
+    body(0, tokens);
+  } else {
+    ctx.pool.parallel_for(tokens, 1, body);
+  }
+}
+
+void silu_mul(CpuContext& ctx, const float* gate, const float* up, int64_t rows, int64_t dim,
+              float* out) {
+  ctx.pool.parallel_for(rows * dim, 1024, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) {
+      float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
+}
+
+void paged_attention(CpuContext& ctx, const PagedAttentionArgs& a) {
+  // One work item per (token, head); tokens are found through a prefix table.
+  std::vector<int32_t> token_seq;
+  for (int s = 0; s < a.num_sequences; ++s) {
+    for (int32_t t = 0; t < a.sequences[s].num_tokens; ++t) token_seq.push_back(s);
+  }
+  std::vector<int32_t> token_index;
+  for (int s = 0; s < a.num_sequences; ++s) {
+    for (int32_t t = 0; t < a.sequences[s].num_tokens; ++t) token_index.push_back(t);
+  }
+  const int64_t items = static_cast<int64_t>(token_seq.size()) * a.num_heads;
+  const int group = a.num_heads / a.num_kv_heads;
+  const int64_t kv_stride = static_cast<int64_t>(a.num_kv_heads) * a.head_dim;
+  ctx.pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores;
+    std::vector<float> acc(static_cast<std::size_t>(a.head_dim));
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t ti = item / a.num_heads;
+      const int h = static_cast<int>(item % a.num_heads);
+      const AttentionSequence& seq = a.sequences[token_seq[ti]];
+      const int32_t t = token_index[ti];
+      const int64_t token = seq.first_token + t;
+      const int32_t slot = seq.num_cached + t;
+      const int32_t first = a.window > 0 ? std::max(0, slot - a.window + 1) : 0;
+      const int kvh = h / group;
+      const float* q = a.q + (token * a.num_heads + h) * a.head_dim;
+      scores.resize(static_cast<std::size_t>(slot - first + 1));
+      float max_score = -INFINITY;
+      for (int32_t j = first; j <= slot; ++j) {
+        const int64_t block = seq.block_table[j / a.block_size];
+        const float* k =
+            a.k_cache + (block * a.block_size + j % a.block_size) * kv_stride + kvh * a.head_dim;
+        float sc = dot_f32(q, k, a.head_dim) * a.scale;
+        scores[j - first] = sc;
+        max_score = std::max(max_score, sc);
+      }
+      float total = 0.0f;
+      for (float& sc : scores) {
+        sc = std::exp(sc - max_score);
+        total += sc;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int32_t j = first; j <= slot; ++j) {
+        const int64_t block = seq.block_table[j / a.block_size];
+        const float* v =
+            a.v_cache + (block * a.block_size + j % a.block_size) * kv_stride + kvh * a.head_dim;
+        const float p = scores[j - first];
+        for (int d = 0; d < a.head_dim; ++d) acc[d] += p * v[d];
+      }
+      float* o = a.out + (token * a.num_heads + h) * a.head_dim;
+      const float inv_total = 1.0f / total;
+      for (int d = 0; d < a.head_dim; ++d) o[d] = acc[d] * inv_total;
+    }
+  });
+}
+
+}  // namespace hearth::kernels::cpu

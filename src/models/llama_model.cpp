@@ -1,0 +1,287 @@
+// The llama-family forward pass, written top to bottom like the textbook transformer.
+#include "models/llama_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/ref/ops.h"
+
+namespace hearth {
+
+namespace ref = kernels::ref;
+namespace cpu = kernels::cpu;
+
+LlamaModel::LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weights,
+                       const LoadOptions& options)
+    : config_(std::move(config)),
+      store_(std::move(store)),
+      weights_(std::move(weights)),
+      kernels_(options.kernels),
+      ctx_(std::make_unique<cpu::CpuContext>(options.threads)),
+      rope_(rope_tables(config_)) {}
+
+std::size_t LlamaModel::kv_bytes_per_block(int block_size) const {
+  return 2ull * config_.num_layers * block_size * config_.kv_dim() * sizeof(float);
+}
+
+Status LlamaModel::create_kv_cache(int num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) {
+    return invalid_argument_error("KV cache needs positive blocks and block size, got {} x {}",
+                                  num_blocks, block_size);
+  }
+  k_cache_.clear();
+  v_cache_.clear();
+  const std::size_t bytes =
+      static_cast<std::size_t>(num_blocks) * block_size * config_.kv_dim() * sizeof(float);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    HEARTH_ASSIGN_OR_RETURN(Buffer k, Buffer::allocate(bytes));
+    HEARTH_ASSIGN_OR_RETURN(Buffer v, Buffer::allocate(bytes));
+    k_cache_.push_back(std::move(k));
+    v_cache_.push_back(std::move(v));
+  }
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  return ok_status();
+}
+
+Status LlamaModel::copy_kv_block(int src, int dst) {
+  if (src < 0 || dst < 0 || src >= num_blocks_ || dst >= num_blocks_) {
+    return invalid_argument_error("KV block copy {} -> {} outside 0..{}", src, dst, num_blocks_);
+  }
+  const std::size_t block_bytes =
+      static_cast<std::size_t>(block_size_) * config_.kv_dim() * sizeof(float);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    for (Buffer* cache : {&k_cache_[l], &v_cache_[l]}) {
+      auto* base = static_cast<uint8_t*>(cache->data());
+      std::memmove(base + dst * block_bytes, base + src * block_bytes, block_bytes);
+    }
+  }
+  return ok_status();
+}
+
+std::string LlamaModel::describe() const {
+  std::string weights = std::string(dtype_name(weights_.layers[0].q.w.dtype));
+  if (weights_.layers[0].q.w.quantized()) {
+    weights = fmt::format("{}-bit group {} (scales {})", weights_.layers[0].q.w.bits,
+                          weights_.layers[0].q.w.group_size,
+                          dtype_name(weights_.layers[0].q.w.scale_dtype));
+  }
+  return fmt::format("{} kernels, {} threads, {}, f32 compute, weights {}, prefill GEMM {}",
+                     kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(),
+                     cpu::simd_name(), weights,
+                     kernels_ == KernelKind::kCpu ? "OpenBLAS sgemm" : "reference loops");
+}
+
+Status LlamaModel::validate(const ForwardBatch& b, std::span<float> logits) const {
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  if (num_blocks_ == 0) return invalid_argument_error("forward before create_kv_cache");
+  if (n == 0) return invalid_argument_error("empty batch");
+  if (b.positions.size() != b.tokens.size()) {
+    return invalid_argument_error("{} positions for {} tokens", b.positions.size(), n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= config_.vocab_size) {
+      return invalid_argument_error("token id {} outside the vocabulary of {}", b.tokens[i],
+                                    config_.vocab_size);
+    }
+    if (b.positions[i] < 0) return invalid_argument_error("negative position {}", b.positions[i]);
+  }
+  std::vector<bool> covered(static_cast<std::size_t>(n), false);
+  for (const auto& s : b.sequences) {
+    if (s.num_tokens <= 0 || s.first_token < 0 || s.num_cached < 0 ||
+        static_cast<int64_t>(s.first_token) + s.num_tokens > n) {
+      return invalid_argument_error("sequence slice [{}, +{}) outside the {} batch tokens",
+                                    s.first_token, s.num_tokens, n);
+    }
+    const int64_t slots = static_cast<int64_t>(s.num_cached) + s.num_tokens;
+    if (static_cast<int64_t>(s.block_table.size()) * block_size_ < slots) {
+      return invalid_argument_error("block table of {} blocks cannot hold {} tokens",
+                                    s.block_table.size(), slots);
+    }
+    for (int64_t i = 0; i < (slots + block_size_ - 1) / block_size_; ++i) {
+      if (s.block_table[i] < 0 || s.block_table[i] >= num_blocks_) {
+        return invalid_argument_error("KV block {} outside 0..{}", s.block_table[i],
+                                      num_blocks_ - 1);
+      }
+    }
+    for (int32_t t = s.first_token; t < s.first_token + s.num_tokens; ++t) {
+      if (covered[t]) return invalid_argument_error("token {} is in two sequences", t);
+      covered[t] = true;
+    }
+  }
+  if (std::find(covered.begin(), covered.end(), false) != covered.end()) {
+    return invalid_argument_error("some batch tokens belong to no sequence");
+  }
+  for (int32_t r : b.logit_rows) {
+    if (r < 0 || r >= n) return invalid_argument_error("logit row {} outside the batch", r);
+  }
+  if (logits.size() != b.logit_rows.size() * static_cast<std::size_t>(config_.vocab_size)) {
+    return invalid_argument_error("logits span of {} floats, need {} x {}", logits.size(),
+                                  b.logit_rows.size(), config_.vocab_size);
+  }
+  return ok_status();
+}
+
+void LlamaModel::linear(const Linear& l, const float* x, int64_t m, float* y) {
+  if (kernels_ == KernelKind::kCpu) {
+    cpu::linear(*ctx_, l.w, x, m, y);
+  } else {
+    ref::linear(l.w, x, m, y);
+  }
+  if (!l.bias.empty()) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 0; r < l.w.rows; ++r) y[i * l.w.rows + r] += l.bias[r];
+    }
+  }
+}
+
+void LlamaModel::rms_norm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim,
+                          float* out) {
+  if (kernels_ == KernelKind::kCpu) {
+    cpu::rms_norm(*ctx_, x, w.data(), rows, dim, config_.rms_norm_eps, out);
+  } else {
+    ref::rms_norm(x, w.data(), rows, dim, config_.rms_norm_eps, out);
+  }
+}
+
+void LlamaModel::rope(float* x, const int32_t* positions, int64_t tokens, int heads,
+                      const RopeTables& t) {
+  if (kernels_ == KernelKind::kCpu) {
+    cpu::rope(*ctx_, x, positions, tokens, heads, config_.head_dim, t.inv_freq.data(),
+              t.attention_factor);
+  } else {
+    ref::rope(x, positions, tokens, heads, config_.head_dim, t.inv_freq.data(), t.attention_factor);
+  }
+}
+
+Status LlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
+  HEARTH_RETURN_IF_ERROR(validate(batch, logits));
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int64_t hidden = c.hidden_size;
+  const int64_t kv_dim = c.kv_dim();
+  const bool fast = kernels_ == KernelKind::kCpu;
+
+  // Dynamic NTK rescales rope by the longest sequence in the step (as transformers does
+  // per forward call); every other type uses the tables computed at load.
+  RopeTables rope_step = rope_;
+  if (c.rope.type == RopeType::kDynamic) {
+    int64_t longest = 0;
+    for (const auto& s : batch.sequences) {
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(s.num_cached) + s.num_tokens);
+    }
+    rope_step = rope_tables(c, longest);
+  }
+
+  std::vector<kernels::AttentionSequence> seqs;
+  for (const auto& s : batch.sequences) {
+    seqs.push_back({s.first_token, s.num_tokens, s.num_cached, s.block_table.data()});
+  }
+  // KV slot (block * block_size + offset) of every batch token.
+  std::vector<int64_t> slot_of(static_cast<std::size_t>(n));
+  for (const auto& s : batch.sequences) {
+    for (int32_t t = 0; t < s.num_tokens; ++t) {
+      const int64_t logical = s.num_cached + t;
+      slot_of[s.first_token + t] =
+          static_cast<int64_t>(s.block_table[logical / block_size_]) * block_size_ +
+          logical % block_size_;
+    }
+  }
+
+  std::vector<float> x(static_cast<std::size_t>(n * hidden));        // [n, hidden]
+  std::vector<float> h(static_cast<std::size_t>(n * hidden));        // [n, hidden]
+  std::vector<float> q(static_cast<std::size_t>(n * c.q_dim()));     // [n, heads, head_dim]
+  std::vector<float> k(static_cast<std::size_t>(n * kv_dim));        // [n, kv_heads, head_dim]
+  std::vector<float> v(static_cast<std::size_t>(n * kv_dim));        // [n, kv_heads, head_dim]
+  std::vector<float> attn(static_cast<std::size_t>(n * c.q_dim()));  // [n, heads, head_dim]
+  std::vector<float> gate(static_cast<std::size_t>(n * c.intermediate_size));  // [n, inter]
+  std::vector<float> up(static_cast<std::size_t>(n * c.intermediate_size));    // [n, inter]
+
+  if (fast) {
+    cpu::embedding(*ctx_, weights_.embed, batch.tokens.data(), n, x.data());
+  } else {
+    ref::embedding(weights_.embed, batch.tokens.data(), n, x.data());
+  }
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    LlamaLayer& layer = weights_.layers[l];
+    // Attention block: x += o_proj(attention(rope(q), rope(k), v)).
+    rms_norm(x.data(), layer.input_norm, n, hidden, h.data());
+    linear(layer.q, h.data(), n, q.data());
+    linear(layer.k, h.data(), n, k.data());
+    linear(layer.v, h.data(), n, v.data());
+    if (c.qk_norm) {
+      rms_norm(q.data(), layer.q_norm, n * c.num_heads, c.head_dim, q.data());
+      rms_norm(k.data(), layer.k_norm, n * c.num_kv_heads, c.head_dim, k.data());
+    }
+    rope(q.data(), batch.positions.data(), n, c.num_heads, rope_step);
+    rope(k.data(), batch.positions.data(), n, c.num_kv_heads, rope_step);
+    auto* k_cache = static_cast<float*>(k_cache_[l].data());
+    auto* v_cache = static_cast<float*>(v_cache_[l].data());
+    for (int64_t t = 0; t < n; ++t) {
+      std::memcpy(k_cache + slot_of[t] * kv_dim, k.data() + t * kv_dim, kv_dim * sizeof(float));
+      std::memcpy(v_cache + slot_of[t] * kv_dim, v.data() + t * kv_dim, kv_dim * sizeof(float));
+    }
+    kernels::PagedAttentionArgs args;
+    args.q = q.data();
+    args.out = attn.data();
+    args.k_cache = k_cache;
+    args.v_cache = v_cache;
+    args.num_heads = c.num_heads;
+    args.num_kv_heads = c.num_kv_heads;
+    args.head_dim = c.head_dim;
+    args.block_size = block_size_;
+    args.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    args.window = c.sliding_window && c.layer_uses_window[l] ? *c.sliding_window : 0;
+    args.sequences = seqs.data();
+    args.num_sequences = static_cast<int>(seqs.size());
+    if (fast) {
+      cpu::paged_attention(*ctx_, args);
+    } else {
+      ref::paged_attention(args);
+    }
+    linear(layer.o, attn.data(), n, h.data());
+    for (int64_t i = 0; i < n * hidden; ++i) x[i] += h[i];
+
+    // MLP block: x += down(silu(gate(h)) * up(h)).
+    rms_norm(x.data(), layer.post_norm, n, hidden, h.data());
+    linear(layer.gate, h.data(), n, gate.data());
+    linear(layer.up, h.data(), n, up.data());
+    if (fast) {
+      cpu::silu_mul(*ctx_, gate.data(), up.data(), n, c.intermediate_size, gate.data());
+    } else {
+      ref::silu_mul(gate.data(), up.data(), n, c.intermediate_size, gate.data());
+    }
+    linear(layer.down, gate.data(), n, h.data());
+    for (int64_t i = 0; i < n * hidden; ++i) x[i] += h[i];
+  }
+
+  // Logits only for the rows asked for: final norm, then the (maybe tied) head.
+  const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
+  if (rows == 0) return ok_status();
+  std::vector<float> last(static_cast<std::size_t>(rows * hidden));  // [rows, hidden]
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(last.data() + i * hidden, x.data() + batch.logit_rows[i] * hidden,
+                hidden * sizeof(float));
+  }
+  rms_norm(last.data(), weights_.final_norm, rows, hidden, last.data());
+  linear(Linear{weights_.lm_head, {}}, last.data(), rows, logits.data());
+  return ok_status();
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOptions& options) {
+  HEARTH_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  auto store = WeightStore::open(dir);
+  if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
+  auto weights = load_llama_weights(config, *store);
+  if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
+  return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
+      std::move(config), std::move(store).value(), std::move(weights).value(), options));
+}
+
+}  // namespace hearth

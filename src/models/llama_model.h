@@ -1,0 +1,78 @@
+// The llama-family forward (Llama 2/3, Mistral, Qwen2, Qwen3) on the CPU in f32: one
+// readable pass over a flattened varlen batch with paged KV. Weights stay where the
+// safetensors mapping put them (bf16 / f16 / MLX-quantized are read directly by the
+// kernels); only norm vectors and biases are converted to f32.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/weight.h"
+#include "models/model.h"
+#include "models/rope.h"
+#include "models/safetensors.h"
+#include "tensor/buffer.h"
+
+namespace hearth {
+
+struct Linear {
+  kernels::WeightMatrix w;  // [out, in]
+  std::vector<float> bias;  // [out] or empty
+};
+
+struct LlamaLayer {
+  std::vector<float> input_norm;  // [hidden]
+  std::vector<float> post_norm;   // [hidden]
+  std::vector<float> q_norm;      // [head_dim] (qwen3) or empty
+  std::vector<float> k_norm;      // [head_dim] (qwen3) or empty
+  Linear q, k, v, o;              // q [q_dim, hidden], k/v [kv_dim, hidden], o [hidden, q_dim]
+  Linear gate, up, down;          // gate/up [inter, hidden], down [hidden, inter]
+};
+
+struct LlamaWeights {
+  kernels::WeightMatrix embed;    // [vocab, hidden]
+  kernels::WeightMatrix lm_head;  // [vocab, hidden] (the embedding when tied)
+  std::vector<float> final_norm;  // [hidden]
+  std::vector<LlamaLayer> layers;
+  std::vector<Buffer> owned;  // aligned copies of tensors the file left misaligned
+};
+
+// Resolves and validates every tensor the config calls for (names, dtypes, shapes,
+// quantization specs); errors name the tensor.
+Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightStore& store);
+
+class LlamaModel : public Model {
+ public:
+  LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weights,
+             const LoadOptions& options);
+
+  const ModelConfig& config() const override { return config_; }
+  Status create_kv_cache(int num_blocks, int block_size) override;
+  int kv_num_blocks() const override { return num_blocks_; }
+  int kv_block_size() const override { return block_size_; }
+  std::size_t kv_bytes_per_block(int block_size) const override;
+  Status copy_kv_block(int src, int dst) override;
+  Status forward(const ForwardBatch& batch, std::span<float> logits) override;
+  std::size_t weight_bytes() const override { return store_.total_bytes(); }
+  std::string describe() const override;
+
+ private:
+  Status validate(const ForwardBatch& batch, std::span<float> logits) const;
+  void linear(const Linear& l, const float* x, int64_t m, float* y);
+  void rms_norm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim, float* out);
+  void rope(float* x, const int32_t* positions, int64_t tokens, int heads, const RopeTables& t);
+
+  ModelConfig config_;
+  WeightStore store_;  // keeps the mapped weights alive
+  LlamaWeights weights_;
+  KernelKind kernels_;
+  std::unique_ptr<kernels::cpu::CpuContext> ctx_;
+  RopeTables rope_;
+  int num_blocks_ = 0;
+  int block_size_ = 0;
+  std::vector<Buffer> k_cache_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<Buffer> v_cache_;
+};
+
+}  // namespace hearth
