@@ -102,7 +102,12 @@ void Engine::cancel(RequestId id) {
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  EngineStats s = stats_;
+  if (s.running == 0 && s.waiting == 0) {  // idle: the last window's rates are history
+    s.prompt_tokens_per_s = 0;
+    s.generation_tokens_per_s = 0;
+  }
+  return s;
 }
 
 void Engine::shutdown() {

@@ -1,0 +1,165 @@
+// Engine tests with the fake model: concurrent submission from several threads, admission
+// errors at submit, cancellation, shutdown with requests in flight, stats.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "fake_model.h"
+#include "recording_sink.h"
+
+namespace hearth::engine {
+namespace {
+
+using testing::fake_greedy;
+using testing::FakeModel;
+using testing::RecordingSink;
+
+constexpr int32_t kVocab = 50;
+
+std::unique_ptr<Engine> make_engine(EngineOptions options, int max_context = 256) {
+  auto engine = Engine::create(std::make_unique<FakeModel>(kVocab, max_context), options);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  return std::move(engine).value();
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+std::vector<int32_t> prompt_for(int i) {
+  std::vector<int32_t> t;
+  for (int j = 0; j < 3 + i % 17; ++j) t.push_back((i * 13 + j * 5) % kVocab);
+  return t;
+}
+
+TEST(Engine, ConcurrentSubmittersAllGetTheirReferenceTokens) {
+  auto engine = make_engine({.max_batch = 4, .block_size = 4, .num_blocks = 40});
+  constexpr int kThreads = 4, kPerThread = 8;
+  std::vector<std::shared_ptr<RecordingSink>> sinks(kThreads * kPerThread);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        int i = t * kPerThread + k;
+        sinks[i] = std::make_shared<RecordingSink>();
+        auto id = engine->submit(prompt_for(i), greedy(5 + i % 7), sinks[i]);
+        EXPECT_TRUE(id.ok()) << id.status().to_string();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    FinishInfo info = sinks[i]->wait();
+    EXPECT_EQ(info.reason, FinishReason::kLength);
+    EXPECT_EQ(info.prompt_tokens, static_cast<int>(prompt_for(i).size()));
+    EXPECT_EQ(sinks[i]->tokens(), fake_greedy(prompt_for(i), 5 + i % 7, kVocab)) << i;
+  }
+  engine->shutdown();  // stats are a snapshot taken after each step: let the last one land
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.requests_finished, kThreads * kPerThread);
+  EXPECT_EQ(s.blocks_used, 0);
+  EXPECT_EQ(s.blocks_total, 40);
+}
+
+TEST(Engine, SubmitReturnsAdmissionErrorsAndNeverCallsTheSink) {
+  auto engine = make_engine({.block_size = 4, .num_blocks = 4}, /*max_context=*/32);
+  auto sink = std::make_shared<RecordingSink>();
+  auto over_context = engine->submit(prompt_for(1), greedy(40), sink);
+  ASSERT_FALSE(over_context.ok());
+  EXPECT_EQ(over_context.status().code(), ErrorCode::kOutOfRange);
+  auto over_kv = engine->submit(prompt_for(1), greedy(20), sink);  // 4 + 20 - 1 > 16
+  ASSERT_FALSE(over_kv.ok());
+  EXPECT_NE(over_kv.status().message().find("--kv-budget"), std::string::npos);
+  SamplingParams bad = greedy(2);
+  bad.temperature = -1;
+  EXPECT_FALSE(engine->submit(prompt_for(1), bad, sink).ok());
+  engine->shutdown();
+  EXPECT_EQ(sink->finish_calls(), 0);
+}
+
+// A sink that cancels its own request from the engine thread after `after` tokens.
+class CancellingSink : public RecordingSink {
+ public:
+  CancellingSink(Engine* engine, int after) : engine_(engine), after_(after) {}
+  void on_tokens(std::span<const int32_t> tokens,
+                 std::span<const TokenLogprobs> logprobs) override {
+    RecordingSink::on_tokens(tokens, logprobs);
+    if (++seen_ == after_) {
+      // Test-only wait (sinks must not block in production) until submit() returned the id.
+      while (id.load() == 0) std::this_thread::yield();
+      engine_->cancel(id.load());
+    }
+  }
+  std::atomic<RequestId> id{0};
+
+ private:
+  Engine* engine_;
+  int after_;
+  int seen_ = 0;
+};
+
+TEST(Engine, CancelStopsARunningRequestAndFreesItsBlocks) {
+  auto engine = make_engine({.max_batch = 1, .block_size = 4, .num_blocks = 64});
+  auto sink = std::make_shared<CancellingSink>(engine.get(), 3);
+  auto id = engine->submit(prompt_for(2), greedy(200), sink);
+  ASSERT_TRUE(id.ok());
+  sink->id = *id;
+  FinishInfo info = sink->wait();
+  EXPECT_EQ(info.reason, FinishReason::kCancelled);
+  // Cancelled at the step after the 3rd token: no more tokens were produced.
+  EXPECT_EQ(sink->tokens().size(), 3u);
+  auto follow = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->submit(prompt_for(3), greedy(2), follow).ok());
+  follow->wait();
+  engine->shutdown();
+  EXPECT_EQ(engine->stats().blocks_used, 0);
+}
+
+TEST(Engine, ShutdownFinishesOutstandingRequestsAsCancelled) {
+  auto engine = make_engine({.max_batch = 1, .block_size = 4, .num_blocks = 64});
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 4; ++i) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(engine->submit(prompt_for(i), greedy(200), sinks.back()).ok());
+  }
+  engine->shutdown();
+  for (auto& sink : sinks) {
+    ASSERT_EQ(sink->finish_calls(), 1);
+    FinishReason reason = sink->finish()->reason;
+    EXPECT_TRUE(reason == FinishReason::kCancelled || reason == FinishReason::kLength);
+  }
+  auto late = engine->submit(prompt_for(1), greedy(2), std::make_shared<RecordingSink>());
+  EXPECT_EQ(late.status().code(), ErrorCode::kUnavailable);
+  engine->shutdown();  // idempotent
+}
+
+TEST(Engine, PlansThePoolFromTheBudgets) {
+  FakeModel model(kVocab, 1000);  // 8 bytes per token slot
+  EngineOptions options{.max_batch = 2, .block_size = 10};
+  auto plan = plan_scheduler(model, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->num_blocks, 2 * 100);  // two full-context sequences
+  EXPECT_EQ(plan->max_idle_cached_blocks, -1);
+  options.kv_budget_gb = 8e-6;  // 8000 bytes = 100 blocks of 80 bytes
+  options.prompt_cache_gb = 1.6e-6;
+  plan = plan_scheduler(model, options);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->num_blocks, 100);
+  EXPECT_EQ(plan->max_idle_cached_blocks, 20);
+  options.prompt_cache_gb = 0;
+  EXPECT_EQ(plan_scheduler(model, options)->max_idle_cached_blocks, 0);
+  options.kv_budget_gb = 1e-12;
+  EXPECT_FALSE(plan_scheduler(model, options).ok());
+  options.kv_budget_gb = 0;
+  options.max_batch = 0;
+  EXPECT_FALSE(plan_scheduler(model, options).ok());
+}
+
+}  // namespace
+}  // namespace hearth::engine
