@@ -254,6 +254,8 @@ def train(args, tokens, heldout_ids, vocab, deadline):
         opt.step()
         losses.append(loss.detach())
         step += 1
+        if step % 25 == 0:  # keep the CPU's clock close to the GPU's work
+            torch.cuda.synchronize()
         if step % 100 == 0:
             mean = torch.stack(losses).mean().item()
             losses = []
@@ -700,9 +702,10 @@ def main():
     except Exception:
         traceback.print_exc()
         log("8-bit export FAILED: writing unquantized bf16 fallback shards")
-        for f in os.listdir(ship):
-            if f.endswith(".safetensors") or f.endswith(".index.json"):
-                os.remove(os.path.join(ship, f))
+        for d in (ship, args.out):
+            for f in os.listdir(d):
+                if f.endswith(".safetensors") or f.endswith(".index.json"):
+                    os.remove(os.path.join(d, f))
         write_hf_files(ship, tok, cfg, args, None)
         tensors = [(n, "BF16", p.shape, bf16_bytes(p)) for n, p in model.state_dict().items()
                    if n != "lm_head.weight" and "rotary_emb" not in n]
