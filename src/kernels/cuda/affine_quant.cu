@@ -16,9 +16,9 @@ constexpr int kWarpsPerBlock = 8;
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-template <int kBits, int kRows, typename ScaleT>
+template <int kBits, int kRows, typename ScaleT, typename OutT>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    affine_gemv_kernel(AffineQuantWeight w, const __nv_bfloat16* x, int64_t ldx, __nv_bfloat16* y,
+    affine_gemv_kernel(AffineQuantWeight w, const __nv_bfloat16* x, int64_t ldx, OutT* y,
                        int64_t ldy) {
   constexpr int kPerWord = 32 / kBits;     // values per uint32
   constexpr int kPerChunk = 4 * kPerWord;  // values per 16-byte chunk
@@ -72,7 +72,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     float v = detail::warp_sum(acc[r]);
-    if (lane == 0) y[r * ldy + n] = __float2bfloat16(v);
+    if (lane == 0) {
+      if constexpr (sizeof(OutT) == 4) {
+        y[r * ldy + n] = v;
+      } else {
+        y[r * ldy + n] = __float2bfloat16(v);
+      }
+    }
   }
 }
 
@@ -99,15 +105,15 @@ __global__ void affine_dequantize_kernel(AffineQuantWeight w, __nv_bfloat16* out
   }
 }
 
-template <int kBits, typename ScaleT>
+template <int kBits, typename ScaleT, typename OutT>
 cudaError_t launch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                        __nv_bfloat16* y, int64_t ldy, cudaStream_t stream) {
+                        OutT* y, int64_t ldy, cudaStream_t stream) {
   dim3 grid(detail::ceil_div(w.n, kWarpsPerBlock));
   dim3 block(kWarpsPerBlock * 32);
   switch (m) {
-#define HEARTH_GEMV_CASE(rows)                                                              \
-  case rows:                                                                                \
-    affine_gemv_kernel<kBits, rows, ScaleT><<<grid, block, 0, stream>>>(w, x, ldx, y, ldy); \
+#define HEARTH_GEMV_CASE(rows)                                                                    \
+  case rows:                                                                                      \
+    affine_gemv_kernel<kBits, rows, ScaleT, OutT><<<grid, block, 0, stream>>>(w, x, ldx, y, ldy); \
     break;
     HEARTH_GEMV_CASE(1)
     HEARTH_GEMV_CASE(2)
@@ -131,21 +137,28 @@ bool valid_weight(const AffineQuantWeight& w) {
          w.biases != nullptr;
 }
 
-}  // namespace
-
-cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                        __nv_bfloat16* y, int64_t ldy, cudaStream_t stream) {
-  if (!valid_weight(w) || m < 1 || m > kAffineGemvMaxRows || ldx < w.k || ldy < w.n ||
-      ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w.packed) % 16 != 0) {
-    return cudaErrorInvalidValue;
-  }
+template <typename OutT>
+cudaError_t dispatch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                          OutT* y, int64_t ldy, cudaStream_t stream) {
   if (w.bits == 4) {
     return w.f16_scales ? launch_gemv<4, __half>(w, x, ldx, m, y, ldy, stream)
                         : launch_gemv<4, __nv_bfloat16>(w, x, ldx, m, y, ldy, stream);
   }
   return w.f16_scales ? launch_gemv<8, __half>(w, x, ldx, m, y, ldy, stream)
                       : launch_gemv<8, __nv_bfloat16>(w, x, ldx, m, y, ldy, stream);
+}
+
+}  // namespace
+
+cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                        void* y, int64_t ldy, bool y_f32, cudaStream_t stream) {
+  if (!valid_weight(w) || m < 1 || m > kAffineGemvMaxRows || ldx < w.k || ldy < w.n ||
+      ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.packed) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (y_f32) return dispatch_gemv(w, x, ldx, m, static_cast<float*>(y), ldy, stream);
+  return dispatch_gemv(w, x, ldx, m, static_cast<__nv_bfloat16*>(y), ldy, stream);
 }
 
 cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,

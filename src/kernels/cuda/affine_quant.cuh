@@ -25,8 +25,9 @@ struct AffineQuantWeight {
 constexpr int kAffineGemvMaxRows = 8;
 
 // y[m, n] = x[m, k] · wᵀ with m <= kAffineGemvMaxRows; x rows 16-byte aligned (ldx % 8 == 0).
+// y is bf16, or f32 when y_f32 (logits for the sampler).
 cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                        __nv_bfloat16* y, int64_t ldy, cudaStream_t stream);
+                        void* y, int64_t ldy, bool y_f32, cudaStream_t stream);
 
 // out[n, k] (row stride ld_out) = the dequantized weight, rounded to bf16.
 cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,

@@ -1,0 +1,200 @@
+// Paged attention over a mixed batch (a fresh prefill, a chunked prefill on top of cached
+// keys, decode rows with long contexts) with shuffled block tables, GQA, sliding window,
+// soft-capping and split-K, against kernels/ref::paged_attention (and a float64 reference
+// with soft-capping, which ref does not have).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/cuda/paged_attention.cuh"
+#include "kernels/ref/ops.h"
+#include "tests/kernels/cuda/cuda_test_util.h"
+
+namespace hearth::cuda::testing {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+struct AttnCase {
+  int head_dim, q_heads, kv_heads, window;
+  float softcap;
+  int splits;
+};
+class PagedAttentionTest : public CudaTest, public ::testing::WithParamInterface<AttnCase> {};
+
+// Tolerance: inputs are bf16 and shared exactly; the kernel computes in f32 (scores,
+// exponentials, sums) and rounds the output once to bf16, so the error is dominated by that
+// rounding (2^-9 relative): relative L2 error under 4e-3 and every element within one bf16
+// ulp of its magnitude plus 2e-3.
+TEST_P(PagedAttentionTest, MatchesReference) {
+  const AttnCase c = GetParam();
+  const int block_size = 16;
+  // {new query tokens, cached keys before this step}
+  std::vector<std::pair<int, int>> seqs = {{37, 0}, {17, 100}, {1, 768}, {1, 5124}, {3, 29}};
+  const int num_seqs = static_cast<int>(seqs.size());
+  std::vector<int32_t> query_start(num_seqs + 1, 0);
+  std::vector<int32_t> kv_lens(num_seqs);
+  int max_blocks = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    query_start[s + 1] = query_start[s] + seqs[s].first;
+    kv_lens[s] = seqs[s].first + seqs[s].second;
+    max_blocks = std::max(max_blocks, (kv_lens[s] + block_size - 1) / block_size);
+  }
+  const int tokens = query_start[num_seqs];
+  int total_blocks = 0;
+  for (int s = 0; s < num_seqs; ++s) total_blocks += (kv_lens[s] + block_size - 1) / block_size;
+  total_blocks += 7;  // unused blocks in the pool
+  std::vector<int32_t> pool(total_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::mt19937 rng(61);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  const int64_t ld_table = max_blocks + 2;
+  std::vector<int32_t> tables(num_seqs * ld_table, -1);
+  std::vector<kernels::AttentionSequence> ref_seqs(num_seqs);
+  int next = 0;
+  for (int s = 0; s < num_seqs; ++s) {
+    int blocks = (kv_lens[s] + block_size - 1) / block_size;
+    for (int b = 0; b < blocks; ++b) tables[s * ld_table + b] = pool[next++];
+    ref_seqs[s] = {query_start[s], seqs[s].first, seqs[s].second, &tables[s * ld_table]};
+  }
+
+  const int64_t row = static_cast<int64_t>(c.q_heads) * c.head_dim;
+  const int64_t ld_q = row + 8;
+  const size_t cache_elems =
+      static_cast<size_t>(total_blocks) * block_size * c.kv_heads * c.head_dim;
+  auto q = random_bf16_values(tokens * ld_q, 62);
+  auto k_cache = random_bf16_values(cache_elems, 63);
+  auto v_cache = random_bf16_values(cache_elems, 64);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  // float64 reference with soft-capping.
+  std::vector<double> want(tokens * row);
+  const int group = c.q_heads / c.kv_heads;
+  for (int s = 0; s < num_seqs; ++s) {
+    for (int i = 0; i < seqs[s].first; ++i) {
+      int t = query_start[s] + i;
+      int pos = seqs[s].second + i;
+      int first = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+      for (int h = 0; h < c.q_heads; ++h) {
+        std::vector<double> p(pos - first + 1);
+        double m = -INFINITY;
+        auto kv_at = [&](const std::vector<float>& cache, int j) {
+          int64_t slot = static_cast<int64_t>(tables[s * ld_table + j / block_size]) * block_size +
+                         j % block_size;
+          return &cache[(slot * c.kv_heads + h / group) * c.head_dim];
+        };
+        for (int j = first; j <= pos; ++j) {
+          const float* k = kv_at(k_cache, j);
+          double dot = 0.0;
+          for (int d = 0; d < c.head_dim; ++d) dot += q[t * ld_q + h * c.head_dim + d] * k[d];
+          dot *= scale;
+          if (c.softcap > 0) dot = c.softcap * std::tanh(dot / c.softcap);
+          p[j - first] = dot;
+          m = std::max(m, dot);
+        }
+        double total = 0.0;
+        for (double& x : p) total += (x = std::exp(x - m));
+        for (int d = 0; d < c.head_dim; ++d) {
+          double acc = 0.0;
+          for (int j = first; j <= pos; ++j) acc += p[j - first] * kv_at(v_cache, j)[d];
+          want[t * row + h * c.head_dim + d] = acc / total;
+        }
+      }
+    }
+  }
+  if (c.softcap == 0.0f) {  // the float64 reference agrees with kernels/ref
+    std::vector<float> q_dense(tokens * row);
+    for (int t = 0; t < tokens; ++t) {
+      std::copy_n(&q[t * ld_q], row, &q_dense[t * row]);
+    }
+    std::vector<float> ref_out(tokens * row);
+    kernels::PagedAttentionArgs ra;
+    ra.q = q_dense.data();
+    ra.out = ref_out.data();
+    ra.k_cache = k_cache.data();
+    ra.v_cache = v_cache.data();
+    ra.num_heads = c.q_heads;
+    ra.num_kv_heads = c.kv_heads;
+    ra.head_dim = c.head_dim;
+    ra.block_size = block_size;
+    ra.scale = scale;
+    ra.window = c.window;
+    ra.sequences = ref_seqs.data();
+    ra.num_sequences = num_seqs;
+    kernels::ref::paged_attention(ra);
+    EXPECT_LT(relative_error(ref_out, want), 1e-5);
+  }
+
+  DeviceBuffer dq = upload(to_bf16(q));
+  DeviceBuffer dk = upload(to_bf16(k_cache));
+  DeviceBuffer dv = upload(to_bf16(v_cache));
+  DeviceBuffer dtables = upload(tables);
+  DeviceBuffer dstart = upload(query_start);
+  DeviceBuffer dlens = upload(kv_lens);
+  const int64_t ld_out = row + 24;
+  DeviceBuffer dout = poisoned<Bf16>(tokens * ld_out);
+  size_t ws_bytes = paged_attention_workspace_bytes(tokens, c.q_heads, c.head_dim, c.splits);
+  DeviceBuffer dws = poisoned<char>(ws_bytes + 16);
+
+  PagedAttentionArgs a;
+  a.q = dq.as<Bf16>();
+  a.ld_q = ld_q;
+  a.k_cache = dk.as<Bf16>();
+  a.v_cache = dv.as<Bf16>();
+  a.block_tables = dtables.as<int32_t>();
+  a.ld_block_tables = ld_table;
+  a.query_start = dstart.as<int32_t>();
+  a.kv_lens = dlens.as<int32_t>();
+  a.out = dout.as<Bf16>();
+  a.ld_out = ld_out;
+  a.seqs = num_seqs;
+  a.tokens = tokens;
+  a.q_heads = c.q_heads;
+  a.kv_heads = c.kv_heads;
+  a.head_dim = c.head_dim;
+  a.block_size = block_size;
+  a.scale = scale;
+  a.softcap = c.softcap;
+  a.sliding_window = c.window;
+  a.num_splits = c.splits;
+  a.workspace = c.splits > 1 ? dws.as<float>() : nullptr;
+  ASSERT_EQ(paged_attention(a, ctx_->stream()), cudaSuccess);
+  auto out = from_bf16(download<Bf16>(dout, tokens * ld_out));
+  std::vector<float> got(tokens * row);
+  for (int t = 0; t < tokens; ++t) std::copy_n(&out[t * ld_out], row, &got[t * row]);
+  EXPECT_LT(relative_error(got, want), 4e-3);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], std::abs(want[i]) / 128.0 + 2e-3) << "element " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedAttentionTest,
+    ::testing::Values(AttnCase{128, 32, 8, 0, 0.0f, 1}, AttnCase{128, 8, 8, 0, 0.0f, 5},
+                      AttnCase{64, 12, 2, 0, 50.0f, 1}, AttnCase{256, 8, 4, 64, 30.0f, 3},
+                      AttnCase{96, 6, 1, 300, 0.0f, 8}, AttnCase{128, 4, 2, 0, 0.0f, 64}));
+
+TEST_F(CudaTest, PagedAttentionRejectsBadArguments) {
+  PagedAttentionArgs a;
+  a.seqs = 1;
+  a.tokens = 1;
+  a.q_heads = 6;
+  a.kv_heads = 4;  // does not divide q_heads
+  a.head_dim = 128;
+  a.block_size = 16;
+  a.ld_q = a.ld_out = 6 * 128;
+  EXPECT_EQ(paged_attention(a, ctx_->stream()), cudaErrorInvalidValue);
+  a.kv_heads = 2;
+  a.head_dim = 80;  // no kernel for this head size
+  a.ld_q = a.ld_out = 6 * 80;
+  EXPECT_EQ(paged_attention(a, ctx_->stream()), cudaErrorInvalidValue);
+}
+
+TEST(PagedAttentionSplitsTest, SplitsOnlyWhenTheGridIsSmall) {
+  EXPECT_EQ(paged_attention_num_splits(4096, 32, 4096, 132), 1);
+  EXPECT_GT(paged_attention_num_splits(1, 32, 8192, 132), 1);
+  EXPECT_EQ(paged_attention_num_splits(1, 32, 100, 132), 1);
+}
+
+}  // namespace
+}  // namespace hearth::cuda::testing

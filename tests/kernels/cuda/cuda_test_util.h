@@ -1,0 +1,92 @@
+// Shared helpers for the CUDA kernel tests: a DeviceContext per test, host<->device copies,
+// bf16 rounding on the host, seeded random data and the relative-error measure.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/device_context.h"
+
+namespace hearth::cuda::testing {
+
+inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+inline std::vector<__nv_bfloat16> to_bf16(const std::vector<float>& v) {
+  std::vector<__nv_bfloat16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16(v[i]);
+  return out;
+}
+
+inline std::vector<float> from_bf16(const std::vector<__nv_bfloat16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = __bfloat162float(v[i]);
+  return out;
+}
+
+// Normal(0, stddev) values already rounded to bf16, so host and device see the same inputs.
+inline std::vector<float> random_bf16_values(size_t n, uint32_t seed, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_bf16(dist(rng));
+  return v;
+}
+
+// ||out - ref|| / ||ref|| over the elements where mask is true (all when empty).
+inline double relative_error(const std::vector<float>& out, const std::vector<double>& ref) {
+  double num = 0.0;
+  double den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1.0));
+}
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ctx = DeviceContext::create({});
+    ASSERT_TRUE(ctx.ok()) << "no usable CUDA device: " << ctx.status().to_string();
+    ctx_ = std::move(ctx).value();
+  }
+
+  template <typename T>
+  DeviceBuffer upload(const std::vector<T>& host) {
+    auto buf = ctx_->allocate(host.size() * sizeof(T) + 16, "test input");
+    EXPECT_TRUE(buf.ok()) << buf.status().to_string();
+    EXPECT_EQ(cudaMemcpy(buf->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    return std::move(buf).value();
+  }
+
+  // A device buffer of n T's filled with 0xff bytes (NaN for floats) so unwritten outputs
+  // show up.
+  template <typename T>
+  DeviceBuffer poisoned(size_t n) {
+    auto buf = ctx_->allocate(n * sizeof(T) + 16, "test output");
+    EXPECT_TRUE(buf.ok()) << buf.status().to_string();
+    EXPECT_EQ(cudaMemset(buf->data(), 0xff, n * sizeof(T)), cudaSuccess);
+    return std::move(buf).value();
+  }
+
+  template <typename T>
+  std::vector<T> download(const DeviceBuffer& buf, size_t n) {
+    EXPECT_TRUE(ctx_->synchronize().ok());
+    std::vector<T> host(n);
+    EXPECT_EQ(cudaMemcpy(host.data(), buf.data(), n * sizeof(T), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return host;
+  }
+
+  std::unique_ptr<DeviceContext> ctx_;
+};
+
+}  // namespace hearth::cuda::testing

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# CUDA kernel tests + kernel-lab benchmark on the GPU machine, from binaries built here.
+#   tools/bench_gpu.sh bundle [build-dir]   (here) copy the gpu executables and the
+#                                           non-system shared libs they need to .carry/gpu
+#   tools/bench_gpu.sh run [bench-args]     (GPU machine, repo root) run them, logs to $OUT
+# The GPU machine has the CUDA runtime and cuBLASLt but not Debian's -dev libraries.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bundle=.carry/gpu
+case "${1:-}" in
+  bundle)
+    build=${2:-build-cuda}
+    rm -rf "$bundle" && mkdir -p "$bundle/lib"
+    for exe in hearth_kernels_cuda_tests hearth_cuda_bench; do
+      cp "$build/tests/kernels/cuda/$exe" "$bundle/"
+      ldd "$build/tests/kernels/cuda/$exe" | awk '$3 ~ /^\// {print $3}' |
+        grep -vE 'libc\.so|libm\.so|libdl|libpthread|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcublas' |
+        xargs -r -I{} cp -L {} "$bundle/lib/"
+    done
+    du -sh "$bundle"
+    ;;
+  run)
+    shift
+    out=${OUT:-/tmp/hearth-gpu}
+    mkdir -p "$out"
+    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv \
+      2>&1 | tee "$out/device.log"
+    "$bundle/hearth_kernels_cuda_tests" --gtest_brief=1 2>&1 | tee "$out/tests.log"
+    tests_rc=${PIPESTATUS[0]}
+    "$bundle/hearth_cuda_bench" "$@" 2>&1 | tee "$out/bench.log"
+    bench_rc=${PIPESTATUS[0]}
+    echo "tests rc=$tests_rc bench rc=$bench_rc"
+    ;;
+  *)
+    echo "usage: $0 bundle [build-dir] | run [all|kernels|model]" >&2
+    exit 2
+    ;;
+esac
