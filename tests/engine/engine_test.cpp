@@ -2,6 +2,8 @@
 // errors at submit, cancellation, shutdown with requests in flight, stats.
 #include "engine/engine.h"
 
+#include "engine/benchmark.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -159,6 +161,23 @@ TEST(Engine, PlansThePoolFromTheBudgets) {
   options.kv_budget_gb = 0;
   options.max_batch = 0;
   EXPECT_FALSE(plan_scheduler(model, options).ok());
+}
+
+TEST(EngineBenchmark, CountsEveryTokenOfEveryRequest) {
+  auto engine = make_engine({.max_batch = 4, .block_size = 4, .num_blocks = 64});
+  auto result = run_engine_benchmark(
+      *engine,
+      {.num_requests = 6, .prompt_tokens = 9, .generated_tokens = 5, .shared_prompt = true});
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->num_requests, 6);
+  EXPECT_EQ(result->prompt_tokens, 54);
+  EXPECT_EQ(result->generated_tokens, 30);
+  EXPECT_GT(result->cached_tokens, 0);  // the shared prompt's blocks were reused
+  EXPECT_GT(result->output_tokens_per_s, 0);
+  EXPECT_LE(result->ttft_ms_median, result->ttft_ms_max);
+  EXPECT_FALSE(run_engine_benchmark(*engine, {.num_requests = 0}).ok());
+  // Over the KV budget: the submit error comes back.
+  EXPECT_FALSE(run_engine_benchmark(*engine, {.num_requests = 1, .prompt_tokens = 300}).ok());
 }
 
 }  // namespace
