@@ -26,6 +26,7 @@ namespace {
 constexpr int64_t kRowGrain = 8;
 // Weight rows dequantized per sgemm tile.
 constexpr int64_t kGemmTileRows = 512;
+constexpr int64_t kMinParallelWork = 1 << 16;
 
 float row_dot(const WeightMatrix& w, int64_t r, const float* x, const float* group_sums) {
   switch (w.dtype) {
@@ -66,14 +67,20 @@ void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
       }
     }
   }
-  ctx.pool.parallel_for(w.rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  auto body = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t i = 0; i < m; ++i) {
         const float* gs = w.quantized() ? group_sums.data() + i * (w.cols / w.group_size) : nullptr;
         y[i * w.rows + r] = row_dot(w, r, x + i * w.cols, gs);
       }
     }
-  });
+  };
+  // Below ~64K multiply-adds a thread hand-off costs more than the work.
+  if (w.rows * w.cols * m < kMinParallelWork) {
+    body(0, w.rows);
+  } else {
+    ctx.pool.parallel_for(w.rows, kRowGrain, body);
+  }
 }
 
 }  // namespace
