@@ -8,11 +8,13 @@
 
 namespace hearth::cli {
 
+Verb add_benchmark_verb(CLI::App& app);
 Verb add_get_verb(CLI::App& app);
 
 using VerbFactory = Verb (*)(CLI::App& app);
 
 inline constexpr VerbFactory kVerbs[] = {
+    add_benchmark_verb,
     add_get_verb,
     nullptr,  // sentinel keeps the array non-empty before the first verb lands
 };
