@@ -1,0 +1,220 @@
+// Body pre-checks (UTF-8, depth) and FieldReader.
+#include "server/json_body.h"
+
+#include <fmt/format.h>
+#include <cmath>
+
+namespace hearth::server {
+
+using nlohmann::json;
+
+std::size_t find_invalid_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+namespace {
+
+// Maximum nesting of arrays/objects, scanning outside strings. Stops early past `limit`.
+int max_depth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
+json parse_json_body(std::string_view body) {
+  if (body.empty()) throw_invalid("request body is empty; expected a JSON object");
+  if (std::size_t bad = find_invalid_utf8(body); bad != std::string_view::npos) {
+    throw_invalid(fmt::format("request body is not valid UTF-8 (byte offset {})", bad));
+  }
+  if (max_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    throw_invalid(fmt::format("request body nests JSON deeper than {} levels", kMaxJsonDepth));
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // nlohmann prefixes "[json.exception.parse_error.101] "; keep the useful part.
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    throw_invalid("request body is not valid JSON: " + what);
+  }
+  if (!j.is_object()) {
+    throw_invalid("request body must be a JSON object, got " + json_type_name(j));
+  }
+  return j;
+}
+
+std::string json_type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a decimal";
+    default:
+      return "an unknown value";
+  }
+}
+
+FieldReader::FieldReader(const json& object, std::string prefix)
+    : object_(object), prefix_(std::move(prefix)) {}
+
+const json* FieldReader::get(std::string_view key) const {
+  if (!object_.is_object()) return nullptr;
+  auto it = object_.find(key);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool FieldReader::has(std::string_view key) const { return get(key) != nullptr; }
+
+void FieldReader::type_error(std::string_view key, std::string_view expected) const {
+  const json* v = get(key);
+  throw_invalid(fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name(key),
+                            expected, v ? json_type_name(*v) : "null"),
+                name(key));
+}
+
+std::optional<double> FieldReader::number(std::string_view key, double min, double max) const {
+  const json* v = get(key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) type_error(key, "a number");
+  double d = v->get<double>();
+  if (!std::isfinite(d) || d < min) {
+    throw_invalid(fmt::format("Invalid '{}': number below minimum value. Expected a value >= {}, "
+                              "but got {} instead.",
+                              name(key), min, d),
+                  name(key));
+  }
+  if (d > max) {
+    throw_invalid(fmt::format("Invalid '{}': number above maximum value. Expected a value <= {}, "
+                              "but got {} instead.",
+                              name(key), max, d),
+                  name(key));
+  }
+  return d;
+}
+
+std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, int64_t max) const {
+  const json* v = get(key);
+  if (!v) return std::nullopt;
+  bool integral = v->is_number_integer() || v->is_number_unsigned() ||
+                  (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+                   std::fabs(v->get<double>()) < 9e15);
+  if (!integral) type_error(key, "an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
+    throw_invalid(fmt::format("Invalid '{}': integer above maximum value. Expected a value <= "
+                              "{}, but got {} instead.",
+                              name(key), max, v->get<uint64_t>()),
+                  name(key));
+  }
+  int64_t i = v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
+  if (i < min) {
+    throw_invalid(fmt::format("Invalid '{}': integer below minimum value. Expected a value >= {}, "
+                              "but got {} instead.",
+                              name(key), min, i),
+                  name(key));
+  }
+  if (i > max) {
+    throw_invalid(fmt::format("Invalid '{}': integer above maximum value. Expected a value <= {}, "
+                              "but got {} instead.",
+                              name(key), max, i),
+                  name(key));
+  }
+  return i;
+}
+
+std::optional<bool> FieldReader::boolean(std::string_view key) const {
+  const json* v = get(key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) type_error(key, "a boolean");
+  return v->get<bool>();
+}
+
+std::optional<std::string> FieldReader::string(std::string_view key) const {
+  const json* v = get(key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) type_error(key, "a string");
+  return v->get<std::string>();
+}
+
+const json* FieldReader::array(std::string_view key) const {
+  const json* v = get(key);
+  if (v && !v->is_array()) type_error(key, "an array");
+  return v;
+}
+
+const json* FieldReader::object(std::string_view key) const {
+  const json* v = get(key);
+  if (v && !v->is_object()) type_error(key, "an object");
+  return v;
+}
+
+}  // namespace hearth::server
