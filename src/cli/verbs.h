@@ -10,12 +10,14 @@ namespace hearth::cli {
 
 Verb add_benchmark_verb(CLI::App& app);
 Verb add_get_verb(CLI::App& app);
+Verb add_tokenize_verb(CLI::App& app);
 
 using VerbFactory = Verb (*)(CLI::App& app);
 
 inline constexpr VerbFactory kVerbs[] = {
     add_benchmark_verb,
     add_get_verb,
+    add_tokenize_verb,
     nullptr,  // sentinel keeps the array non-empty before the first verb lands
 };
 

@@ -1,0 +1,332 @@
+// BPE: vocabulary and merge-rank table from tokenizer.json, word -> initial symbols
+// (vocabulary characters, byte fallback, unk), then merges by rank.
+#include "text/bpe.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <nlohmann/json.hpp>
+#include <queue>
+
+#include "text/byte_level.h"
+#include "text/utf8.h"
+
+namespace hearth::text {
+namespace {
+
+uint64_t merge_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+uint64_t merge_hash(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 17; }
+
+Result<std::pair<std::string, std::string>> parse_merge(const nlohmann::json& m) {
+  if (m.is_string()) {
+    const auto& s = m.get_ref<const std::string&>();
+    size_t space = s.find(' ');
+    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+      return parse_error("merge '{}' is not two tokens separated by one space", s);
+    }
+    return std::make_pair(s.substr(0, space), s.substr(space + 1));
+  }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+    return std::make_pair(m[0].get<std::string>(), m[1].get<std::string>());
+  }
+  return parse_error("merge must be \"a b\" or [a, b]: {}", m.dump());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& config,
+                                                      bool byte_mode) {
+  auto model = std::unique_ptr<BpeModel>(new BpeModel());
+  model->byte_mode_ = byte_mode;
+  auto vocab = config.find("vocab");
+  if (vocab == config.end() || !vocab->is_object()) return parse_error("BPE model without vocab");
+  if (auto d = config.find("dropout");
+      d != config.end() && d->is_number() && d->get<double>() > 0) {
+    return unsupported_error("BPE dropout {} (random encoding) is not supported", d->get<double>());
+  }
+  model->vocab_.reserve(vocab->size());
+  int32_t max_id = -1;
+  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+    if (!it.value().is_number_integer())
+      return parse_error("vocab id of '{}' is not an integer", it.key());
+    auto id = it.value().get<int64_t>();
+    if (id < 0 || id > INT32_MAX / 2) return parse_error("vocab id {} out of range", id);
+    model->vocab_[it.key()] = static_cast<int32_t>(id);
+    max_id = std::max(max_id, static_cast<int32_t>(id));
+  }
+  model->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+  model->has_id_.assign(static_cast<size_t>(max_id + 1), false);
+  for (const auto& [token, id] : model->vocab_) {
+    model->id_to_token_[id] = token;
+    model->has_id_[id] = true;
+  }
+
+  if (byte_mode) {
+    model->single_byte_.assign(256, -1);
+    std::string raw;
+    for (const auto& [token, id] : model->vocab_) {
+      raw.clear();
+      if (!byte_level_decode(token, raw)) continue;
+      model->lookup_[raw] = id;
+      if (raw.size() == 1) model->single_byte_[static_cast<unsigned char>(raw[0])] = id;
+    }
+  } else {
+    model->lookup_ = model->vocab_;
+  }
+
+  model->byte_fallback_ = config.value("byte_fallback", false);
+  model->fuse_unk_ = config.value("fuse_unk", false);
+  model->ignore_merges_ = config.value("ignore_merges", false);
+  auto string_field = [&](const char* name) {
+    auto it = config.find(name);
+    return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  model->continuing_subword_prefix_ = string_field("continuing_subword_prefix");
+  model->end_of_word_suffix_ = string_field("end_of_word_suffix");
+  if (byte_mode &&
+      (!model->continuing_subword_prefix_.empty() || !model->end_of_word_suffix_.empty())) {
+    return internal_error("byte mode BPE with subword prefix/suffix");
+  }
+  if (std::string unk = string_field("unk_token"); !unk.empty()) {
+    auto it = model->vocab_.find(unk);
+    if (it != model->vocab_.end()) model->unk_id_ = it->second;
+  }
+  if (model->byte_fallback_) {
+    model->byte_fallback_ids_.assign(256, -1);
+    for (int b = 0; b < 256; ++b) {
+      auto it = model->vocab_.find(fmt::format("<0x{:02X}>", b));
+      if (it != model->vocab_.end()) model->byte_fallback_ids_[b] = it->second;
+    }
+  }
+
+  auto merges = config.find("merges");
+  size_t n_merges = merges != config.end() && merges->is_array() ? merges->size() : 0;
+  size_t capacity = 16;
+  while (capacity < n_merges * 2) capacity <<= 1;
+  model->merges_.assign(capacity, MergeEntry{kEmptyKey, 0, 0});
+  model->merge_mask_ = capacity - 1;
+  size_t prefix_len = model->continuing_subword_prefix_.size();
+  for (size_t rank = 0; rank < n_merges; ++rank) {
+    HEARTH_ASSIGN_OR_RETURN(auto pair, parse_merge((*merges)[rank]));
+    auto a = model->vocab_.find(pair.first);
+    auto b = model->vocab_.find(pair.second);
+    if (a == model->vocab_.end() || b == model->vocab_.end()) {
+      return parse_error("merge '{} {}' uses a token missing from the vocab", pair.first,
+                         pair.second);
+    }
+    std::string merged = pair.first + pair.second.substr(std::min(prefix_len, pair.second.size()));
+    auto m = model->vocab_.find(merged);
+    if (m == model->vocab_.end()) {
+      return parse_error("merge '{} {}' makes '{}', missing from the vocab", pair.first,
+                         pair.second, merged);
+    }
+    model->add_merge(a->second, b->second, static_cast<int32_t>(rank), m->second);
+  }
+  return model;
+}
+
+void BpeModel::add_merge(int32_t left, int32_t right, int32_t rank, int32_t new_id) {
+  uint64_t key = merge_key(left, right);
+  for (uint64_t slot = merge_hash(key) & merge_mask_;; slot = (slot + 1) & merge_mask_) {
+    MergeEntry& e = merges_[slot];
+    if (e.key == kEmptyKey || e.key == key) {  // a repeated merge keeps the later rank
+      e = MergeEntry{key, rank, new_id};
+      return;
+    }
+  }
+}
+
+const BpeModel::MergeEntry* BpeModel::find_merge(int32_t left, int32_t right) const {
+  uint64_t key = merge_key(left, right);
+  for (uint64_t slot = merge_hash(key) & merge_mask_;; slot = (slot + 1) & merge_mask_) {
+    const MergeEntry& e = merges_[slot];
+    if (e.key == key) return &e;
+    if (e.key == kEmptyKey) return nullptr;
+  }
+}
+
+std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
+  auto it = vocab_.find(token);
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string* BpeModel::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[id]) return nullptr;
+  return &id_to_token_[id];
+}
+
+void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids) const {
+  // A run of unknown characters becomes one unk (fuse_unk) or one unk each.
+  bool pending_unk = false;
+  auto flush_unk = [&] {
+    if (pending_unk) ids.push_back(*unk_id_);
+    pending_unk = false;
+  };
+  auto on_unknown = [&](std::string_view ch) {
+    if (byte_fallback_) {
+      bool all = true;
+      for (char c : ch) all = all && byte_fallback_ids_[static_cast<unsigned char>(c)] >= 0;
+      if (all) {
+        for (char c : ch) ids.push_back(byte_fallback_ids_[static_cast<unsigned char>(c)]);
+        return;
+      }
+    }
+    if (!unk_id_) return;  // no unk token: the character is dropped, as the reference does
+    if (pending_unk && !fuse_unk_) ids.push_back(*unk_id_);
+    pending_unk = true;
+  };
+
+  if (byte_mode_) {
+    for (char c : word) {
+      int32_t id = single_byte_[static_cast<unsigned char>(c)];
+      if (id >= 0) {
+        flush_unk();
+        ids.push_back(id);
+      } else {
+        on_unknown(std::string_view(&c, 1));
+      }
+    }
+    flush_unk();
+    return;
+  }
+  std::string buf;
+  size_t i = 0;
+  while (i < word.size()) {
+    size_t at = i;
+    i += utf8_length_of_lead(static_cast<unsigned char>(word[i]));
+    std::string_view ch = word.substr(at, i - at);
+    std::string_view key = ch;
+    if ((!continuing_subword_prefix_.empty() && at > 0) ||
+        (!end_of_word_suffix_.empty() && i == word.size())) {
+      buf.clear();
+      if (at > 0) buf += continuing_subword_prefix_;
+      buf += ch;
+      if (i == word.size()) buf += end_of_word_suffix_;
+      key = buf;
+    }
+    auto it = lookup_.find(key);
+    if (it != lookup_.end()) {
+      flush_unk();
+      ids.push_back(it->second);
+    } else {
+      on_unknown(ch);
+    }
+  }
+  flush_unk();
+}
+
+void BpeModel::apply_merges(std::vector<int32_t>& ids) const {
+  const size_t n = ids.size();
+  if (n < 2) return;
+  constexpr size_t kSmall = 64;
+  if (n <= kSmall) {
+    // Short words: keep each adjacent pair's rank; merge the lowest, leftmost first.
+    int32_t rank[kSmall];
+    int32_t target[kSmall];
+    size_t size = n;
+    auto fill = [&](size_t i) {
+      const MergeEntry* e = find_merge(ids[i], ids[i + 1]);
+      rank[i] = e ? e->rank : INT32_MAX;
+      target[i] = e ? e->new_id : -1;
+    };
+    for (size_t i = 0; i + 1 < size; ++i) fill(i);
+    for (;;) {
+      size_t best = 0;
+      for (size_t i = 1; i + 1 < size; ++i) {
+        if (rank[i] < rank[best]) best = i;
+      }
+      if (rank[best] == INT32_MAX) break;
+      ids[best] = target[best];
+      for (size_t i = best + 1; i + 1 < size; ++i) ids[i] = ids[i + 1];
+      for (size_t i = best + 1; i + 2 < size; ++i) {
+        rank[i] = rank[i + 1];
+        target[i] = target[i + 1];
+      }
+      --size;
+      if (best + 1 < size) fill(best);
+      if (best > 0) fill(best - 1);
+      if (size < 2) break;
+    }
+    ids.resize(size);
+    return;
+  }
+  // Long words (SentencePiece-style text without pre-tokenization): a linked list of
+  // symbols and a min-heap of candidate merges, stale entries skipped when popped.
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;
+    int32_t new_id;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  std::vector<int32_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = static_cast<int32_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  auto push = [&](int32_t pos) {
+    if (pos < 0 || next[pos] < 0) return;
+    if (const MergeEntry* e = find_merge(ids[pos], ids[next[pos]])) {
+      heap.push({e->rank, pos, e->new_id});
+    }
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+  while (!heap.empty()) {
+    Candidate top = heap.top();
+    heap.pop();
+    if (!alive[top.pos] || next[top.pos] < 0) continue;
+    int32_t right = next[top.pos];
+    const MergeEntry* e = find_merge(ids[top.pos], ids[right]);
+    if (e == nullptr || e->new_id != top.new_id) continue;
+    ids[top.pos] = top.new_id;
+    alive[right] = false;
+    next[top.pos] = next[right];
+    if (next[right] >= 0) prev[next[right]] = top.pos;
+    push(prev[top.pos]);
+    push(top.pos);
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (alive[i]) ids[out++] = ids[i];
+  }
+  ids.resize(out);
+}
+
+void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    auto it = lookup_.find(word);
+    if (it != lookup_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  const bool cacheable = word.size() <= kMaxCachedWordBytes;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(word);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(word.size());
+  initial_symbols(word, ids);
+  apply_merges(ids);
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::move(ids));
+  }
+}
+
+}  // namespace hearth::text

