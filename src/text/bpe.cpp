@@ -21,61 +21,38 @@ uint64_t merge_key(int32_t left, int32_t right) {
 
 uint64_t merge_hash(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 17; }
 
-Result<std::pair<std::string, std::string>> parse_merge(const nlohmann::json& m) {
-  if (m.is_string()) {
-    const auto& s = m.get_ref<const std::string&>();
-    size_t space = s.find(' ');
-    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-      return parse_error("merge '{}' is not two tokens separated by one space", s);
-    }
-    return std::make_pair(s.substr(0, space), s.substr(space + 1));
-  }
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-    return std::make_pair(m[0].get<std::string>(), m[1].get<std::string>());
-  }
-  return parse_error("merge must be \"a b\" or [a, b]: {}", m.dump());
-}
-
 }  // namespace
 
-Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& config,
-                                                      bool byte_mode) {
+Result<std::unique_ptr<BpeModel>> BpeModel::build(const nlohmann::json& config, BpeTables tables,
+                                                  bool byte_mode) {
   auto model = std::unique_ptr<BpeModel>(new BpeModel());
   model->byte_mode_ = byte_mode;
-  auto vocab = config.find("vocab");
-  if (vocab == config.end() || !vocab->is_object()) return parse_error("BPE model without vocab");
   if (auto d = config.find("dropout");
       d != config.end() && d->is_number() && d->get<double>() > 0) {
     return unsupported_error("BPE dropout {} (random encoding) is not supported", d->get<double>());
   }
-  model->vocab_.reserve(vocab->size());
+  model->vocab_.reserve(tables.vocab.size());
   int32_t max_id = -1;
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it.value().is_number_integer())
-      return parse_error("vocab id of '{}' is not an integer", it.key());
-    auto id = it.value().get<int64_t>();
-    if (id < 0 || id > INT32_MAX / 2) return parse_error("vocab id {} out of range", id);
-    model->vocab_[it.key()] = static_cast<int32_t>(id);
-    max_id = std::max(max_id, static_cast<int32_t>(id));
+  for (auto& [token, id64] : tables.vocab) {
+    if (id64 < 0 || id64 > INT32_MAX / 2) return parse_error("vocab id {} out of range", id64);
+    auto id = static_cast<int32_t>(id64);
+    model->vocab_[std::move(token)] = id;
+    max_id = std::max(max_id, id);
   }
-  model->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
-  model->has_id_.assign(static_cast<size_t>(max_id + 1), false);
-  for (const auto& [token, id] : model->vocab_) {
-    model->id_to_token_[id] = token;
-    model->has_id_[id] = true;
-  }
+  tables.vocab = {};
+  model->id_to_token_.assign(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [token, id] : model->vocab_) model->id_to_token_[id] = &token;
 
   if (byte_mode) {
     model->single_byte_.assign(256, -1);
-    std::string raw;
-    for (const auto& [token, id] : model->vocab_) {
-      raw.clear();
-      if (!byte_level_decode(token, raw)) continue;
-      model->lookup_[raw] = id;
-      if (raw.size() == 1) model->single_byte_[static_cast<unsigned char>(raw[0])] = id;
+    const ByteLevelAlphabet& alphabet = byte_level_alphabet();
+    std::string ch;
+    for (int b = 0; b < 256; ++b) {
+      ch.clear();
+      append_utf8(ch, alphabet.byte_to_char[b]);
+      auto it = model->vocab_.find(ch);
+      if (it != model->vocab_.end()) model->single_byte_[b] = it->second;
     }
-  } else {
-    model->lookup_ = model->vocab_;
   }
 
   model->byte_fallback_ = config.value("byte_fallback", false);
@@ -103,22 +80,22 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const nlohmann::json& conf
     }
   }
 
-  auto merges = config.find("merges");
-  size_t n_merges = merges != config.end() && merges->is_array() ? merges->size() : 0;
+  const size_t n_merges = tables.merges.size();
   size_t capacity = 16;
   while (capacity < n_merges * 2) capacity <<= 1;
   model->merges_.assign(capacity, MergeEntry{kEmptyKey, 0, 0});
   model->merge_mask_ = capacity - 1;
   size_t prefix_len = model->continuing_subword_prefix_.size();
   for (size_t rank = 0; rank < n_merges; ++rank) {
-    HEARTH_ASSIGN_OR_RETURN(auto pair, parse_merge((*merges)[rank]));
+    const auto& pair = tables.merges[rank];
     auto a = model->vocab_.find(pair.first);
     auto b = model->vocab_.find(pair.second);
     if (a == model->vocab_.end() || b == model->vocab_.end()) {
       return parse_error("merge '{} {}' uses a token missing from the vocab", pair.first,
                          pair.second);
     }
-    std::string merged = pair.first + pair.second.substr(std::min(prefix_len, pair.second.size()));
+    std::string merged = pair.first;
+    merged.append(pair.second, std::min(prefix_len, pair.second.size()));
     auto m = model->vocab_.find(merged);
     if (m == model->vocab_.end()) {
       return parse_error("merge '{} {}' makes '{}', missing from the vocab", pair.first,
@@ -156,8 +133,8 @@ std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[id]) return nullptr;
-  return &id_to_token_[id];
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return nullptr;
+  return id_to_token_[id];
 }
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids) const {
@@ -209,8 +186,8 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids)
       if (i == word.size()) buf += end_of_word_suffix_;
       key = buf;
     }
-    auto it = lookup_.find(key);
-    if (it != lookup_.end()) {
+    auto it = vocab_.find(key);
+    if (it != vocab_.end()) {
       flush_unk();
       ids.push_back(it->second);
     } else {
@@ -302,19 +279,26 @@ void BpeModel::apply_merges(std::vector<int32_t>& ids) const {
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
-    auto it = lookup_.find(word);
-    if (it != lookup_.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
+  // The cache comes first: it only ever holds what the steps below would give.
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     auto it = cache_.find(word);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  if (ignore_merges_) {  // a word that is itself a token skips the merges
+    std::string mapped;
+    std::string_view key = word;
+    if (byte_mode_) {
+      mapped = byte_level_encode(word);
+      key = mapped;
+    }
+    auto it = vocab_.find(key);
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
       return;
     }
   }

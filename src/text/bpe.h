@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "text/model.h"
 #include "text/string_map.h"
+#include "text/tokenizer_json.h"
 
 namespace hearth::text {
 
@@ -22,7 +23,9 @@ class BpeModel final : public Model {
  public:
   // `byte_mode`: words arrive as raw bytes and the vocabulary is keyed by the bytes its
   // byte-level characters stand for (the pre-tokenizer skipped the byte mapping).
-  static Result<std::unique_ptr<BpeModel>> from_json(const nlohmann::json& config, bool byte_mode);
+  // `config`: the model object (options); `tables`: its vocab and merges.
+  static Result<std::unique_ptr<BpeModel>> build(const nlohmann::json& config, BpeTables tables,
+                                                 bool byte_mode);
 
   void tokenize(std::string_view word, std::vector<int32_t>& out) const override;
   std::optional<int32_t> token_to_id(std::string_view token) const override;
@@ -42,11 +45,9 @@ class BpeModel final : public Model {
   void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;
   void apply_merges(std::vector<int32_t>& ids) const;
 
-  StringIdMap vocab_;                     // token string -> id (the file's strings)
-  StringIdMap lookup_;                    // what words are matched against (raw bytes in byte mode)
-  std::vector<std::string> id_to_token_;  // [vocab_size]; "" for holes
-  std::vector<bool> has_id_;              // [vocab_size]
-  std::vector<MergeEntry> merges_;        // open addressing, power-of-two size
+  StringIdMap vocab_;                            // token string -> id (the file's strings)
+  std::vector<const std::string*> id_to_token_;  // [vocab_size] keys of vocab_; null for holes
+  std::vector<MergeEntry> merges_;               // open addressing, power-of-two size
   uint64_t merge_mask_ = 0;
   std::vector<int32_t> single_byte_;        // byte mode: [256] id of each byte, or -1
   std::vector<int32_t> byte_fallback_ids_;  // [256] id of "<0xXX>", or -1

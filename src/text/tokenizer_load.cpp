@@ -7,11 +7,13 @@
 #include "base/mapped_file.h"
 #include "text/bpe.h"
 #include "text/tokenizer_impl.h"
+#include "text/tokenizer_json.h"
 
 namespace hearth::text {
 namespace {
 
-Result<std::unique_ptr<Model>> make_model(const nlohmann::json& config, bool& byte_mode) {
+Result<std::unique_ptr<Model>> make_model(const nlohmann::json& config,
+                                          std::optional<BpeTables> tables, bool& byte_mode) {
   if (!config.is_object()) return parse_error("tokenizer.json has no \"model\" object");
   std::string type = config.value("type", std::string());
   if (type.empty()) {  // older files omit the type; the fields tell
@@ -28,7 +30,10 @@ Result<std::unique_ptr<Model>> make_model(const nlohmann::json& config, bool& by
     };
     if (non_empty("continuing_subword_prefix") || non_empty("end_of_word_suffix"))
       byte_mode = false;
-    HEARTH_ASSIGN_OR_RETURN(auto bpe, BpeModel::from_json(config, byte_mode));
+    if (!tables) {
+      HEARTH_ASSIGN_OR_RETURN(tables, bpe_tables_from_json(config));
+    }
+    HEARTH_ASSIGN_OR_RETURN(auto bpe, BpeModel::build(config, std::move(*tables), byte_mode));
     return std::unique_ptr<Model>(std::move(bpe));
   }
   byte_mode = false;
@@ -90,9 +95,8 @@ Status read_special_config(const std::filesystem::path& dir, const Tokenizer& to
 }  // namespace
 
 Result<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json) {
-  auto root = nlohmann::json::parse(tokenizer_json, nullptr, false);
-  if (root.is_discarded() || !root.is_object())
-    return parse_error("tokenizer.json is not a JSON object");
+  HEARTH_ASSIGN_OR_RETURN(TokenizerJson parsed, parse_tokenizer_json(tokenizer_json));
+  const nlohmann::json& root = parsed.root;
   auto impl = std::make_unique<Impl>();
   auto present = [&](const char* field) {
     auto it = root.find(field);
@@ -109,7 +113,9 @@ Result<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json) {
     byte_mode = impl->pre_tokenizer->defer_byte_mapping();
   }
   const bool wanted_byte_mode = byte_mode;
-  HEARTH_ASSIGN_OR_RETURN(impl->model, make_model(root["model"], byte_mode));
+  HEARTH_ASSIGN_OR_RETURN(impl->model,
+                          make_model(root.contains("model") ? root["model"] : nlohmann::json(),
+                                     std::move(parsed.bpe), byte_mode));
   if (wanted_byte_mode && !byte_mode) {
     HEARTH_ASSIGN_OR_RETURN(impl->pre_tokenizer, make_pre_tokenizer(root["pre_tokenizer"]));
   }
