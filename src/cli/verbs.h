@@ -13,6 +13,7 @@ Verb add_get_verb(CLI::App& app);
 Verb add_ls_verb(CLI::App& app);
 Verb add_gc_verb(CLI::App& app);
 Verb add_fit_verb(CLI::App& app);
+Verb add_template_verb(CLI::App& app);
 Verb add_tokenize_verb(CLI::App& app);
 
 using VerbFactory = Verb (*)(CLI::App& app);
@@ -23,6 +24,7 @@ inline constexpr VerbFactory kVerbs[] = {
     add_ls_verb,
     add_gc_verb,
     add_fit_verb,
+    add_template_verb,
     add_tokenize_verb,
     nullptr,  // sentinel keeps the array non-empty before the first verb lands
 };
