@@ -169,7 +169,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       std::vector<OutputDelta> deltas;
       for (auto& t : tokens) {
         if (c.output.stopped()) break;
-        ++c.result.completion_tokens;
+        if (t.id >= 0) ++c.result.completion_tokens;
         if (request_.logprobs && t.logprobs) {
           LogprobEntry e = logprob_entry(t);
           c.pending_logprobs.push_back(e);
@@ -202,6 +202,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       spdlog::error("generation failed: {}", outcome.status.to_string());
     }
     bool stopped_by_string = c.output.stopped();
+    // The engine's count includes a final EOS that never reaches on_tokens.
+    if (!stopped_by_string && outcome.completion_tokens > c.result.completion_tokens) {
+      c.result.completion_tokens = outcome.completion_tokens;
+    }
     std::vector<OutputDelta> deltas;
     c.output.finish(deltas);
     emit(index, c, deltas);

@@ -255,7 +255,9 @@ json parse_messages_array(const FieldReader& f) {
     const json* content = mr.get("content");
     msg["content"] = normalize_content(content ? *content : json(nullptr), mf + ".content",
                                        *role == "assistant");
-    if (msg["content"].is_null() && !has_calls) msg["content"] = "";
+    // Simple templates concatenate content; give them "" rather than null.
+    if (msg["content"].is_null()) msg["content"] = "";
+    (void)has_calls;
     if (auto rc = mr.string("reasoning_content")) msg["reasoning_content"] = *rc;
     if (auto id = mr.string("tool_call_id")) msg["tool_call_id"] = *id;
     if (auto name = mr.string("name")) msg["name"] = *name;
