@@ -152,7 +152,8 @@ class Bench {
                               k,
                               4,
                               64};
-          CK(affine_gemv(w, x.as<Bf16>(), k, 1, y.data(), n, false, ctx_.stream()));
+          CK(affine_gemv(w, x.as<Bf16>(), k, 1, y.data(), n, false,
+                         ctx_.properties().multiProcessorCount, ctx_.stream()));
         },
         50);
     bw = qbytes / (ms * 1e-3);
@@ -332,7 +333,8 @@ void run_stack(Bench& b, bool quant4, int tokens, double copy_bw, double gemm_ra
                           l.k,
                           4,
                           64};
-      CK(affine_gemv(w, x.as<Bf16>(), l.k, m, y, l.n, f32, st));
+      CK(affine_gemv(w, x.as<Bf16>(), l.k, m, y, l.n, f32, ctx.properties().multiProcessorCount,
+                     st));
     } else {
       GemmShape g{m, l.n, l.k, l.k, l.k, l.n, f32 ? GemmOut::kF32 : GemmOut::kBf16, false};
       CK(b.gemm_.run(g, x.as<Bf16>(), l.w.as<Bf16>(), y));
@@ -405,7 +407,7 @@ void run_stack(Bench& b, bool quant4, int tokens, double copy_bw, double gemm_ra
                           4,
                           64};
       CK(affine_gemv(w, xn.as<Bf16>() + size_t(T - 1) * s.hidden, s.hidden, 1, logits.data(),
-                     s.vocab, true, st));
+                     s.vocab, true, ctx.properties().multiProcessorCount, st));
     } else {
       GemmShape g{1, s.vocab, s.hidden, s.hidden, s.hidden, s.vocab, GemmOut::kF32, false};
       CK(b.gemm_.run(g, xn.as<Bf16>() + size_t(T - 1) * s.hidden, lm_head.w.as<Bf16>(),

@@ -25,9 +25,16 @@ struct AffineQuantWeight {
 constexpr int kAffineGemvMaxRows = 8;
 
 // y[m, n] = x[m, k] · wᵀ with m <= kAffineGemvMaxRows; x rows 16-byte aligned (ldx % 8 == 0).
-// y is bf16, or f32 when y_f32 (logits for the sampler).
+// y is bf16, or f32 when y_f32 (logits for the sampler). sm_count sizes the grid (the
+// device's multiprocessor count).
 cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                        void* y, int64_t ldy, bool y_f32, cudaStream_t stream);
+                        void* y, int64_t ldy, bool y_f32, int sm_count, cudaStream_t stream);
+
+// out[t, :] = dequantized row ids[t] of w (an MLX-quantized embedding table [vocab = n,
+// hidden = k]) times scale, rounded to bf16; ids outside [0, n) give zero rows.
+cudaError_t affine_embedding_gather(const AffineQuantWeight& w, const int32_t* ids, int tokens,
+                                    float scale, __nv_bfloat16* out, int64_t ld_out,
+                                    cudaStream_t stream);
 
 // out[n, k] (row stride ld_out) = the dequantized weight, rounded to bf16.
 cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,

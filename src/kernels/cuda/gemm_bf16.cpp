@@ -2,6 +2,8 @@
 // terms, Yc[n, m] = Wc[k, n]ᵀ · Xc[k, m]: A = w (transposed), B = x, C = D = y.
 #include "kernels/cuda/gemm_bf16.h"
 
+#include "kernels/cuda/gemv_bf16.cuh"
+
 namespace hearth::cuda {
 
 GemmBf16::~GemmBf16() {
@@ -65,6 +67,12 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.ldx < s.k || s.ldw < s.k || s.ldy < s.n) {
     return invalid_argument_error("bad GEMM shape m={} n={} k={} ldx={} ldw={} ldy={}", s.m, s.n,
                                   s.k, s.ldx, s.ldw, s.ldy);
+  }
+  if (gemv_bf16_supported(s.m, s.n, s.k, x, s.ldx, w, s.ldw)) {
+    return cuda_status(
+        gemv_bf16(x, s.ldx, w, s.ldw, y, s.ldy, s.out == GemmOut::kF32, s.accumulate, s.m, s.n, s.k,
+                  ctx_->properties().multiProcessorCount, ctx_->stream()),
+        "bf16 GEMV");
   }
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s));
   float alpha = 1.0f;

@@ -1,6 +1,7 @@
 // bf16 GEMM through cuBLASLt with f32 accumulation, in the layout of a torch Linear:
 // y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + the heuristic's
-// algorithm) are cached per shape, so a decode step pays no planning cost.
+// algorithm) are cached per shape, so a decode step pays no planning cost. Small m (decode)
+// goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
 #pragma once
 
 #include <cublasLt.h>

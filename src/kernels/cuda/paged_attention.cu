@@ -4,6 +4,7 @@
 // splits merge in a second kernel. Correct for any mix of prefill and decode rows.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/paged_attention_prefill.cuh"
 
 namespace hearth::cuda {
 namespace {
@@ -12,8 +13,9 @@ constexpr int kWarps = 4;
 
 struct KeyRange {
   int seq;
-  int lo;  // first visible key
-  int hi;  // one past the last visible key
+  int q_len;  // the sequence's new tokens
+  int lo;     // first visible key
+  int hi;     // one past the last visible key
 };
 
 __device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t) {
@@ -30,13 +32,15 @@ __device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t
   int q_len = a.query_start[lo_seq + 1] - a.query_start[lo_seq];
   int pos = a.kv_lens[lo_seq] - q_len + (t - a.query_start[lo_seq]);
   int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
-  return {lo_seq, lo, pos + 1};
+  return {lo_seq, q_len, lo, pos + 1};
 }
 
-template <int kEpl>  // head_dim / 32: elements of the output each lane owns
+template <int kHeadDim>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_split_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml) {
-  constexpr int kHeadDim = kEpl * 32;
+    attention_split_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml,
+                           int skip_q_len) {
+  // Output elements each lane owns; below 32 dims only the first kHeadDim lanes own one.
+  constexpr int kEpl = kHeadDim >= 32 ? kHeadDim / 32 : 1;
   __shared__ __align__(16) float q_s[kHeadDim];
   __shared__ float warp_m[kWarps];
   __shared__ float warp_l[kWarps];
@@ -48,6 +52,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int lane = threadIdx.x & 31;
   int warp = threadIdx.x >> 5;
   KeyRange range = key_range(a, t);
+  if (skip_q_len > 0 && range.q_len >= skip_q_len) return;  // the tiled kernel's token
   int span = max(range.hi - range.lo, 0);
   int chunk = detail::ceil_div(span, a.num_splits);
   int s_lo = range.lo + split * chunk;
@@ -103,11 +108,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int jj = 0; jj < count; ++jj) {
       float pj = __shfl_sync(detail::kFullMask, p, jj);
       int64_t slot_j = __shfl_sync(detail::kFullMask, slot, jj);
-      const __nv_bfloat16* v = a.v_cache + (slot_j * a.kv_heads + kv_head) * kHeadDim;
-      float vf[kEpl];
-      detail::load_bf16<kEpl>(v + lane * kEpl, vf);
+      if (lane * kEpl < kHeadDim) {
+        const __nv_bfloat16* v = a.v_cache + (slot_j * a.kv_heads + kv_head) * kHeadDim;
+        float vf[kEpl];
+        detail::load_bf16<kEpl>(v + lane * kEpl, vf);
 #pragma unroll
-      for (int e = 0; e < kEpl; ++e) acc[e] += pj * vf[e];
+        for (int e = 0; e < kEpl; ++e) acc[e] += pj * vf[e];
+      }
     }
   }
 
@@ -115,8 +122,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     warp_m[warp] = m;
     warp_l[warp] = l;
   }
+  if (lane * kEpl < kHeadDim) {
 #pragma unroll
-  for (int e = 0; e < kEpl; ++e) warp_acc[warp][lane * kEpl + e] = acc[e];
+    for (int e = 0; e < kEpl; ++e) warp_acc[warp][lane * kEpl + e] = acc[e];
+  }
   __syncthreads();
 
   float big_m = -INFINITY;
@@ -150,9 +159,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // Merges the splits of one (token, head): weights l_s * 2^(m_s - max m).
 __global__ void attention_combine_kernel(PagedAttentionArgs a, const float* partial_o,
-                                         const float* partial_ml) {
+                                         const float* partial_ml, int skip_q_len) {
   int t = blockIdx.x;
   int h = blockIdx.y;
+  if (skip_q_len > 0 && key_range(a, t).q_len >= skip_q_len) return;
   int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
   int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
   float big_m = -INFINITY;
@@ -180,17 +190,24 @@ __global__ void attention_combine_kernel(PagedAttentionArgs a, const float* part
   }
 }
 
-template <int kEpl>
+template <int kHeadDim>
 cudaError_t launch(const PagedAttentionArgs& a, cudaStream_t stream) {
+  int skip_q_len = 0;
+  if (detail::paged_attention_tiled_supported(a.head_dim) && a.ld_q % 2 == 0 && a.ld_out % 2 == 0) {
+    cudaError_t err = detail::paged_attention_tiled(a, stream);
+    if (err != cudaSuccess) return err;
+    skip_q_len = detail::kTiledMinQueries;
+  }
   float* partial_o = a.workspace;
   float* partial_ml = a.workspace == nullptr ? nullptr
                                              : a.workspace + static_cast<int64_t>(a.num_splits) *
                                                                  a.tokens * a.q_heads * a.head_dim;
   dim3 grid(a.tokens, a.q_heads, a.num_splits);
-  attention_split_kernel<kEpl><<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml);
+  attention_split_kernel<kHeadDim>
+      <<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, skip_q_len);
   if (a.num_splits > 1) {
     attention_combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, partial_o,
-                                                                            partial_ml);
+                                                                            partial_ml, skip_q_len);
   }
   return cudaGetLastError();
 }
@@ -222,18 +239,22 @@ cudaError_t paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   }
   if (a.tokens == 0) return cudaSuccess;
   switch (a.head_dim) {
+    case 16:
+      return launch<16>(a, stream);
+    case 32:
+      return launch<32>(a, stream);
     case 64:
-      return launch<2>(a, stream);
+      return launch<64>(a, stream);
     case 96:
-      return launch<3>(a, stream);
+      return launch<96>(a, stream);
     case 128:
-      return launch<4>(a, stream);
+      return launch<128>(a, stream);
     case 160:
-      return launch<5>(a, stream);
+      return launch<160>(a, stream);
     case 192:
-      return launch<6>(a, stream);
+      return launch<192>(a, stream);
     case 256:
-      return launch<8>(a, stream);
+      return launch<256>(a, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -27,7 +27,7 @@ struct PagedAttentionArgs {
   int tokens = 0;
   int q_heads = 0;
   int kv_heads = 0;  // divides q_heads
-  int head_dim = 0;  // 64, 96, 128, 160, 192 or 256
+  int head_dim = 0;  // 16, 32, 64, 96, 128, 160, 192 or 256
   int block_size = 0;
   float scale = 1.0f;          // usually 1/sqrt(head_dim)
   float softcap = 0.0f;        // 0: off; else scores = softcap * tanh(scores / softcap)

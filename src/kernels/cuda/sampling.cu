@@ -85,13 +85,24 @@ __device__ uint32_t radix_select(const float* x, int vocab, float scale2, float 
     for (int i = threadIdx.x; i < 256; i += blockDim.x) s.hist[i] = 0.0f;
     __syncthreads();
     uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
+    // Logits crowd into few bins (the top byte is nearly constant), so each thread sums a
+    // run of equal bins locally and flushes on a change: far fewer same-address atomics.
+    uint32_t run_bin = 0xffffffffu;
+    float run = 0.0f;
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
       float v = x[i];
       uint32_t key = float_key(v);
       if (key < floor_key || (key & high_mask) != (prefix & high_mask)) continue;
       float w = kMass ? exp2f((v - max_x) * scale2) : 1.0f;
-      atomicAdd(&s.hist[(key >> shift) & 255u], w);
+      uint32_t bin = (key >> shift) & 255u;
+      if (bin != run_bin) {
+        if (run_bin != 0xffffffffu) atomicAdd(&s.hist[run_bin], run);
+        run_bin = bin;
+        run = 0.0f;
+      }
+      run += w;
     }
+    if (run_bin != 0xffffffffu) atomicAdd(&s.hist[run_bin], run);
     __syncthreads();
     if (threadIdx.x == 0) {
       float acc = above;

@@ -75,8 +75,9 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   w.group_size = c.group_size;
   const int64_t ldy = c.n + 1;
   DeviceBuffer dy = poisoned<Bf16>(c.m * ldy);
-  ASSERT_EQ(affine_gemv(w, dx.as<Bf16>(), ldx, c.m, dy.data(), ldy, false, ctx_->stream()),
-            cudaSuccess);
+  ASSERT_EQ(
+      affine_gemv(w, dx.as<Bf16>(), ldx, c.m, dy.data(), ldy, false, sm_count(), ctx_->stream()),
+      cudaSuccess);
   auto y = from_bf16(download<Bf16>(dy, c.m * ldy));
   std::vector<float> got(c.m * c.n);
   std::vector<double> want(ref_y.begin(), ref_y.end());
@@ -84,11 +85,30 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   EXPECT_LT(relative_error(got, want), 4e-3);
   // f32 output (logits): only the summation order differs from ref, 1e-4.
   DeviceBuffer dy32 = poisoned<float>(c.m * ldy);
-  ASSERT_EQ(affine_gemv(w, dx.as<Bf16>(), ldx, c.m, dy32.data(), ldy, true, ctx_->stream()),
-            cudaSuccess);
+  ASSERT_EQ(
+      affine_gemv(w, dx.as<Bf16>(), ldx, c.m, dy32.data(), ldy, true, sm_count(), ctx_->stream()),
+      cudaSuccess);
   auto y32 = download<float>(dy32, c.m * ldy);
   for (int r = 0; r < c.m; ++r) std::copy_n(&y32[r * ldy], c.n, &got[r * c.n]);
   EXPECT_LT(relative_error(got, want), 1e-4);
+
+  // Quantized embedding rows (MLX quantizes embed_tokens too): ref's weight_row, bf16.
+  std::vector<int32_t> ids = {0, c.n - 1, 7, -3, c.n};
+  DeviceBuffer dids = upload(ids);
+  DeviceBuffer demb = poisoned<Bf16>(ids.size() * c.k);
+  ASSERT_EQ(affine_embedding_gather(w, dids.as<int32_t>(), static_cast<int>(ids.size()), 1.0f,
+                                    demb.as<Bf16>(), c.k, ctx_->stream()),
+            cudaSuccess);
+  auto emb = from_bf16(download<Bf16>(demb, ids.size() * c.k));
+  std::vector<float> ref_row(c.k);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    bool valid = ids[t] >= 0 && ids[t] < c.n;
+    if (valid) kernels::ref::weight_row(ref_w, ids[t], ref_row.data());
+    for (int i = 0; i < c.k; ++i) {
+      float want = valid ? ref_row[i] : 0.0f;
+      ASSERT_NEAR(emb[t * c.k + i], want, std::abs(want) / 128.0 + 1e-6) << "token " << t;
+    }
+  }
 
   DeviceBuffer dw = poisoned<Bf16>(static_cast<size_t>(c.n) * c.k);
   ASSERT_EQ(affine_dequantize(w, dw.as<Bf16>(), c.k, ctx_->stream()), cudaSuccess);
@@ -115,7 +135,7 @@ TEST_F(CudaTest, AffineGemvRejectsBadShapes) {
   AffineQuantWeight w;
   w.n = 16;
   w.k = 100;  // not a multiple of the group size
-  EXPECT_EQ(affine_gemv(w, nullptr, 128, 1, nullptr, 16, false, ctx_->stream()),
+  EXPECT_EQ(affine_gemv(w, nullptr, 128, 1, nullptr, 16, false, 1, ctx_->stream()),
             cudaErrorInvalidValue);
 }
 

@@ -172,7 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, PagedAttentionTest,
     ::testing::Values(AttnCase{128, 32, 8, 0, 0.0f, 1}, AttnCase{128, 8, 8, 0, 0.0f, 5},
                       AttnCase{64, 12, 2, 0, 50.0f, 1}, AttnCase{256, 8, 4, 64, 30.0f, 3},
-                      AttnCase{96, 6, 1, 300, 0.0f, 8}, AttnCase{128, 4, 2, 0, 0.0f, 64}));
+                      AttnCase{96, 6, 1, 300, 0.0f, 8}, AttnCase{128, 4, 2, 0, 0.0f, 64},
+                      AttnCase{16, 4, 2, 0, 0.0f, 1}, AttnCase{32, 8, 2, 40, 20.0f, 4}));
 
 TEST_F(CudaTest, PagedAttentionRejectsBadArguments) {
   PagedAttentionArgs a;

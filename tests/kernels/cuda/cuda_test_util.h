@@ -86,6 +86,8 @@ class CudaTest : public ::testing::Test {
     return host;
   }
 
+  int sm_count() const { return ctx_->properties().multiProcessorCount; }
+
   std::unique_ptr<DeviceContext> ctx_;
 };
 

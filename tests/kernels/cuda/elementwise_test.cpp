@@ -2,6 +2,7 @@
 // kernels/ref or float64 references, on odd sizes (769, 5125) and padded row strides.
 #include <cmath>
 
+#include "kernels/cuda/bias_add.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gated_activation.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
@@ -164,6 +165,24 @@ TEST_F(CudaTest, SoftcapMatchesTanhFormula) {
     EXPECT_EQ(out[r * ld + cols], logits[r * ld + cols]);  // padding untouched
   }
   EXPECT_EQ(softcap(d.as<float>(), ld, rows, cols, 0.0f, ctx_->stream()), cudaErrorInvalidValue);
+}
+
+TEST_F(CudaTest, BiasAddAddsPerFeature) {
+  const int rows = 3;
+  const int cols = 769;
+  const int64_t ld = cols + 9;
+  auto y = random_bf16_values(rows * ld, 91);
+  auto bias = random_bf16_values(cols, 92);
+  DeviceBuffer dy = upload(to_bf16(y));
+  DeviceBuffer db = upload(to_bf16(bias));
+  ASSERT_EQ(bias_add(dy.as<Bf16>(), ld, db.as<Bf16>(), rows, cols, ctx_->stream()), cudaSuccess);
+  auto out = from_bf16(download<Bf16>(dy, rows * ld));
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < cols; ++i) {
+      ASSERT_EQ(out[r * ld + i], round_bf16(y[r * ld + i] + bias[i]));  // one rounding
+    }
+    ASSERT_EQ(out[r * ld + cols], y[r * ld + cols]);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,626 @@
+// The llama-family forward on the GPU, top to bottom like models/llama_model.cpp's CPU pass,
+// but over device buffers: embedding -> per layer (norm, fused qkv, rope + KV write, paged
+// attention, o, norm, fused gate_up, SiLU gate, down) -> final norm -> logits rows.
+#include "models/cuda/cuda_llama_model.h"
+
+#include <cuda_bf16.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cuda/affine_quant.cuh"
+#include "kernels/cuda/bias_add.cuh"
+#include "kernels/cuda/device_context.h"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gated_activation.cuh"
+#include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rope_kv_write.cuh"
+#include "models/llama_model.h"
+#include "models/rope.h"
+#include "models/safetensors.h"
+
+namespace hearth {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+using cuda::cuda_status;
+using cuda::DeviceBuffer;
+using cuda::DeviceContext;
+
+// One projection on the device: dense bf16, or MLX-affine packed + scales + biases.
+struct DeviceLinear {
+  int n = 0;                  // output features (rows)
+  int k = 0;                  // input features
+  DeviceBuffer w;             // bf16 [n, k] when dense
+  DeviceBuffer packed;        // u32 [n, k * bits / 32] when quantized
+  DeviceBuffer scales;        // [n, k / group] bf16 or f16
+  DeviceBuffer biases;        // [n, k / group]
+  cuda::AffineQuantWeight q;  // views of the three above
+  DeviceBuffer bias;          // bf16 [n] or empty
+  bool quantized() const { return q.packed != nullptr; }
+};
+
+struct DeviceLayer {
+  DeviceBuffer input_norm;  // bf16 [hidden]
+  DeviceBuffer post_norm;   // bf16 [hidden]
+  DeviceBuffer q_norm;      // bf16 [head_dim] (qwen3) or empty
+  DeviceBuffer k_norm;      // bf16 [head_dim] (qwen3) or empty
+  DeviceLinear qkv;         // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
+  DeviceLinear o;           // [hidden, q_dim]
+  DeviceLinear gate_up;     // [2 inter, hidden]: gate rows, then up
+  DeviceLinear down;        // [hidden, inter]
+};
+
+std::vector<uint16_t> to_bf16_bits(const float* v, std::size_t n) {
+  std::vector<uint16_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(v[i]);
+  return out;
+}
+
+// Uploads weights and reports progress; owns nothing but the running byte count.
+class Uploader {
+ public:
+  Uploader(DeviceContext& ctx, std::size_t total, bool progress)
+      : ctx_(ctx), total_(total), progress_(progress) {}
+
+  Result<DeviceBuffer> bytes(const void* src, std::size_t n, const std::string& what) {
+    HEARTH_ASSIGN_OR_RETURN(DeviceBuffer buf, ctx_.allocate(n, what));
+    HEARTH_RETURN_IF_ERROR(copy(buf.data(), src, n, what));
+    return buf;
+  }
+
+  Status copy(void* dst, const void* src, std::size_t n, const std::string& what) {
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "uploading " + what));
+    done_ += n;
+    if (progress_ && total_ > 0 && done_ * 10 / total_ != last_decile_) {
+      last_decile_ = done_ * 10 / total_;
+      spdlog::info("uploading weights: {:.1f} / {:.1f} GB", done_ / 1e9, total_ / 1e9);
+    }
+    return ok_status();
+  }
+
+  Result<DeviceBuffer> vector(const std::vector<float>& v, const std::string& what) {
+    auto bits = to_bf16_bits(v.data(), v.size());
+    return bytes(bits.data(), bits.size() * 2, what);
+  }
+
+  // Stacks the parts' rows into one matrix (fused q/k/v, gate/up).
+  Result<DeviceLinear> linear(const std::vector<const Linear*>& parts, const std::string& what) {
+    DeviceLinear d;
+    const kernels::WeightMatrix& first = parts[0]->w;
+    d.k = static_cast<int>(first.cols);
+    for (const Linear* p : parts) {
+      const kernels::WeightMatrix& w = p->w;
+      if (w.cols != first.cols || w.bits != first.bits || w.group_size != first.group_size ||
+          (w.quantized() && w.scale_dtype != first.scale_dtype)) {
+        return unsupported_error("{}: fused parts differ in shape or quantization", what);
+      }
+      d.n += static_cast<int>(w.rows);
+    }
+    if (!first.quantized()) {
+      HEARTH_ASSIGN_OR_RETURN(d.w, ctx_.allocate(std::size_t(d.n) * d.k * 2, what));
+      std::size_t offset = 0;
+      for (const Linear* p : parts) {
+        const kernels::WeightMatrix& w = p->w;
+        const std::size_t n = static_cast<std::size_t>(w.rows) * w.cols;
+        auto* dst = static_cast<char*>(d.w.data()) + offset;
+        if (w.dtype == DType::kBF16) {
+          HEARTH_RETURN_IF_ERROR(copy(dst, w.data, n * 2, what));
+        } else {
+          std::vector<uint16_t> bits(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            float f = w.dtype == DType::kF32 ? static_cast<const float*>(w.data)[i]
+                                             : f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
+            bits[i] = f32_to_bf16(f);
+          }
+          HEARTH_RETURN_IF_ERROR(copy(dst, bits.data(), n * 2, what));
+        }
+        offset += n * 2;
+      }
+    } else {
+      const int groups = d.k / first.group_size;
+      const std::size_t row_words = static_cast<std::size_t>(d.k) * first.bits / 32;
+      const bool f32_scales = first.scale_dtype == DType::kF32;
+      HEARTH_ASSIGN_OR_RETURN(d.packed, ctx_.allocate(d.n * row_words * 4, what));
+      HEARTH_ASSIGN_OR_RETURN(d.scales, ctx_.allocate(std::size_t(d.n) * groups * 2, what));
+      HEARTH_ASSIGN_OR_RETURN(d.biases, ctx_.allocate(std::size_t(d.n) * groups * 2, what));
+      std::size_t row = 0;
+      for (const Linear* p : parts) {
+        const kernels::WeightMatrix& w = p->w;
+        const std::size_t rows = static_cast<std::size_t>(w.rows);
+        HEARTH_RETURN_IF_ERROR(copy(static_cast<uint32_t*>(d.packed.data()) + row * row_words,
+                                    w.data, rows * row_words * 4, what));
+        for (auto [src, dst] : {std::pair{w.scales, &d.scales}, std::pair{w.biases, &d.biases}}) {
+          auto* out = static_cast<uint16_t*>(dst->data()) + row * groups;
+          if (f32_scales) {
+            // f32 side tensors are rounded to bf16 (the GEMV reads 16-bit scales).
+            auto bits = to_bf16_bits(static_cast<const float*>(src), rows * groups);
+            HEARTH_RETURN_IF_ERROR(copy(out, bits.data(), bits.size() * 2, what));
+          } else {
+            HEARTH_RETURN_IF_ERROR(copy(out, src, rows * groups * 2, what));
+          }
+        }
+        row += rows;
+      }
+      d.q = {d.packed.as<uint32_t>(),
+             d.scales.data(),
+             d.biases.data(),
+             first.scale_dtype == DType::kF16,
+             d.n,
+             d.k,
+             first.bits,
+             first.group_size};
+    }
+    bool any_bias =
+        std::any_of(parts.begin(), parts.end(), [](const Linear* p) { return !p->bias.empty(); });
+    if (any_bias) {
+      std::vector<float> bias;
+      for (const Linear* p : parts) {
+        if (p->bias.empty()) {
+          bias.insert(bias.end(), static_cast<std::size_t>(p->w.rows), 0.0f);
+        } else {
+          bias.insert(bias.end(), p->bias.begin(), p->bias.end());
+        }
+      }
+      HEARTH_ASSIGN_OR_RETURN(d.bias, vector(bias, what + " bias"));
+    }
+    return d;
+  }
+
+ private:
+  DeviceContext& ctx_;
+  std::size_t total_;
+  bool progress_;
+  std::size_t done_ = 0;
+  std::size_t last_decile_ = 0;
+};
+
+class CudaLlamaModel : public Model {
+ public:
+  CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx)
+      : config_(std::move(config)), ctx_(std::move(ctx)), gemm_(*ctx_) {}
+
+  Status load(const LlamaWeights& w, std::size_t total_bytes, bool progress);
+
+  const ModelConfig& config() const override { return config_; }
+  Status create_kv_cache(int num_blocks, int block_size) override;
+  int kv_num_blocks() const override { return num_blocks_; }
+  int kv_block_size() const override { return block_size_; }
+  std::size_t kv_bytes_per_block(int block_size) const override {
+    return 2ull * config_.num_layers * block_size * config_.kv_dim() * sizeof(Bf16);
+  }
+  Status copy_kv_block(int src, int dst) override;
+  Status forward(const ForwardBatch& batch, std::span<float> logits) override;
+  std::size_t weight_bytes() const override { return weight_bytes_; }
+  std::string describe() const override;
+
+ private:
+  Status validate(const ForwardBatch& b, std::span<float> logits) const;
+  Status ensure(DeviceBuffer& buf, std::size_t bytes, const char* what);
+  // y[m, l.n] = x[m, l.k] · l.wᵀ (+ bias); y bf16, or f32 for logits.
+  Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
+  Status embed(const int32_t* ids, int n, Bf16* out);
+
+  ModelConfig config_;
+  std::unique_ptr<DeviceContext> ctx_;
+  cuda::GemmBf16 gemm_;
+  std::size_t weight_bytes_ = 0;
+  bool quantized_ = false;
+  int rotary_dim_ = 0;
+  float attention_factor_ = 1.0f;
+
+  DeviceLinear embed_;    // [vocab, hidden]
+  DeviceLinear lm_head_;  // [vocab, hidden]; unused (embed_ serves) when tied
+  DeviceBuffer final_norm_;
+  DeviceBuffer inv_freq_;  // f32 [rotary_dim / 2]
+  std::vector<DeviceLayer> layers_;
+
+  int num_blocks_ = 0;
+  int block_size_ = 0;
+  std::vector<DeviceBuffer> k_cache_;  // per layer bf16 [num_blocks * block_size, kv_heads, hd]
+  std::vector<DeviceBuffer> v_cache_;
+
+  // Per-step scratch, grown on demand.
+  DeviceBuffer meta_, resid_, xn_, qkv_, q_, attn_, delta_, gate_up_, act_, last_, logits_,
+      attn_ws_, dequant_;
+};
+
+Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool progress) {
+  const ModelConfig& c = config_;
+  Uploader up(*ctx_, total_bytes, progress);
+  Linear embed{w.embed, {}};
+  HEARTH_ASSIGN_OR_RETURN(embed_, up.linear({&embed}, "model.embed_tokens"));
+  if (!c.tie_word_embeddings) {
+    Linear head{w.lm_head, {}};
+    HEARTH_ASSIGN_OR_RETURN(lm_head_, up.linear({&head}, "lm_head"));
+  }
+  HEARTH_ASSIGN_OR_RETURN(final_norm_, up.vector(w.final_norm, "model.norm"));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LlamaLayer& src = w.layers[l];
+    const std::string p = fmt::format("model.layers.{}", l);
+    DeviceLayer d;
+    HEARTH_ASSIGN_OR_RETURN(d.input_norm, up.vector(src.input_norm, p + ".input_layernorm"));
+    HEARTH_ASSIGN_OR_RETURN(d.post_norm, up.vector(src.post_norm, p + ".post_attention_layernorm"));
+    if (c.qk_norm) {
+      HEARTH_ASSIGN_OR_RETURN(d.q_norm, up.vector(src.q_norm, p + ".self_attn.q_norm"));
+      HEARTH_ASSIGN_OR_RETURN(d.k_norm, up.vector(src.k_norm, p + ".self_attn.k_norm"));
+    }
+    HEARTH_ASSIGN_OR_RETURN(d.qkv, up.linear({&src.q, &src.k, &src.v}, p + ".self_attn.qkv"));
+    HEARTH_ASSIGN_OR_RETURN(d.o, up.linear({&src.o}, p + ".self_attn.o_proj"));
+    HEARTH_ASSIGN_OR_RETURN(d.gate_up, up.linear({&src.gate, &src.up}, p + ".mlp.gate_up"));
+    HEARTH_ASSIGN_OR_RETURN(d.down, up.linear({&src.down}, p + ".mlp.down_proj"));
+    quantized_ = quantized_ || d.qkv.quantized();
+    layers_.push_back(std::move(d));
+  }
+  RopeTables rope = rope_tables(c);
+  rotary_dim_ = static_cast<int>(rope.inv_freq.size()) * 2;
+  attention_factor_ = rope.attention_factor;
+  HEARTH_ASSIGN_OR_RETURN(
+      inv_freq_, up.bytes(rope.inv_freq.data(), rope.inv_freq.size() * 4, "rope frequencies"));
+  weight_bytes_ = ctx_->used();
+  return ok_status();
+}
+
+std::string CudaLlamaModel::describe() const {
+  const DeviceLinear& l = layers_.front().qkv;
+  std::string weights = l.quantized()
+                            ? fmt::format("{}-bit group {} (MLX affine)", l.q.bits, l.q.group_size)
+                            : std::string("bf16");
+  return fmt::format(
+      "cuda {} ({} SMs), bf16 compute / f32 accumulate, weights {} ({:.2f} GB on device), "
+      "decode GEMV {}, KV bf16 paged, device memory used {:.2f} GB (peak {:.2f}) of {:.2f}",
+      ctx_->properties().name, ctx_->properties().multiProcessorCount, weights, weight_bytes_ / 1e9,
+      l.quantized() ? "affine (register dequant)" : "hearth bf16", ctx_->used() / 1e9,
+      ctx_->peak() / 1e9, ctx_->budget() / 1e9);
+}
+
+Status CudaLlamaModel::create_kv_cache(int num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) {
+    return invalid_argument_error("KV cache needs positive blocks and block size, got {} x {}",
+                                  num_blocks, block_size);
+  }
+  k_cache_.clear();
+  v_cache_.clear();
+  num_blocks_ = 0;
+  const std::size_t bytes =
+      static_cast<std::size_t>(num_blocks) * block_size * config_.kv_dim() * sizeof(Bf16);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    HEARTH_ASSIGN_OR_RETURN(DeviceBuffer k, ctx_->allocate(bytes, "KV cache (K)"));
+    HEARTH_ASSIGN_OR_RETURN(DeviceBuffer v, ctx_->allocate(bytes, "KV cache (V)"));
+    k_cache_.push_back(std::move(k));
+    v_cache_.push_back(std::move(v));
+  }
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  return ok_status();
+}
+
+Status CudaLlamaModel::copy_kv_block(int src, int dst) {
+  if (src < 0 || dst < 0 || src >= num_blocks_ || dst >= num_blocks_) {
+    return invalid_argument_error("KV block copy {} -> {} outside 0..{}", src, dst, num_blocks_);
+  }
+  const std::size_t block_bytes =
+      static_cast<std::size_t>(block_size_) * config_.kv_dim() * sizeof(Bf16);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    for (DeviceBuffer* cache : {&k_cache_[l], &v_cache_[l]}) {
+      auto* base = static_cast<char*>(cache->data());
+      HEARTH_RETURN_IF_ERROR(
+          cuda_status(cudaMemcpyAsync(base + dst * block_bytes, base + src * block_bytes,
+                                      block_bytes, cudaMemcpyDeviceToDevice, ctx_->stream()),
+                      "copying a KV block"));
+    }
+  }
+  return ctx_->synchronize();
+}
+
+Status CudaLlamaModel::validate(const ForwardBatch& b, std::span<float> logits) const {
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  if (num_blocks_ == 0) return invalid_argument_error("forward before create_kv_cache");
+  if (n == 0) return invalid_argument_error("empty batch");
+  if (n > 65535) return invalid_argument_error("{} tokens in one step (at most 65535)", n);
+  if (b.positions.size() != b.tokens.size()) {
+    return invalid_argument_error("{} positions for {} tokens", b.positions.size(), n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= config_.vocab_size) {
+      return invalid_argument_error("token id {} outside the vocabulary of {}", b.tokens[i],
+                                    config_.vocab_size);
+    }
+    if (b.positions[i] < 0) return invalid_argument_error("negative position {}", b.positions[i]);
+  }
+  std::vector<bool> covered(static_cast<std::size_t>(n), false);
+  for (const auto& s : b.sequences) {
+    if (s.num_tokens <= 0 || s.first_token < 0 || s.num_cached < 0 ||
+        static_cast<int64_t>(s.first_token) + s.num_tokens > n) {
+      return invalid_argument_error("sequence slice [{}, +{}) outside the {} batch tokens",
+                                    s.first_token, s.num_tokens, n);
+    }
+    const int64_t slots = static_cast<int64_t>(s.num_cached) + s.num_tokens;
+    if (static_cast<int64_t>(s.block_table.size()) * block_size_ < slots) {
+      return invalid_argument_error("block table of {} blocks cannot hold {} tokens",
+                                    s.block_table.size(), slots);
+    }
+    for (int64_t i = 0; i < (slots + block_size_ - 1) / block_size_; ++i) {
+      if (s.block_table[i] < 0 || s.block_table[i] >= num_blocks_) {
+        return invalid_argument_error("KV block {} outside 0..{}", s.block_table[i],
+                                      num_blocks_ - 1);
+      }
+    }
+    for (int32_t t = s.first_token; t < s.first_token + s.num_tokens; ++t) {
+      if (covered[t]) return invalid_argument_error("token {} is in two sequences", t);
+      covered[t] = true;
+    }
+  }
+  if (std::find(covered.begin(), covered.end(), false) != covered.end()) {
+    return invalid_argument_error("some batch tokens belong to no sequence");
+  }
+  for (int32_t r : b.logit_rows) {
+    if (r < 0 || r >= n) return invalid_argument_error("logit row {} outside the batch", r);
+  }
+  if (logits.size() != b.logit_rows.size() * static_cast<std::size_t>(config_.vocab_size)) {
+    return invalid_argument_error("logits span of {} floats, need {} x {}", logits.size(),
+                                  b.logit_rows.size(), config_.vocab_size);
+  }
+  return ok_status();
+}
+
+Status CudaLlamaModel::ensure(DeviceBuffer& buf, std::size_t bytes, const char* what) {
+  if (buf.size() >= bytes && buf.data() != nullptr) return ok_status();
+  buf = DeviceBuffer();
+  HEARTH_ASSIGN_OR_RETURN(buf, ctx_->allocate(bytes + bytes / 4, what));
+  return ok_status();
+}
+
+Status CudaLlamaModel::linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out) {
+  cudaStream_t st = ctx_->stream();
+  if (!l.quantized()) {
+    cuda::GemmShape g{
+        m, l.n, l.k, l.k, l.k, l.n, f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16, false};
+    HEARTH_RETURN_IF_ERROR(gemm_.run(g, x, l.w.as<Bf16>(), y));
+  } else if (m <= cuda::kAffineGemvMaxRows) {
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cuda::affine_gemv(l.q, x, l.k, m, y, l.n, f32_out,
+                                      ctx_->properties().multiProcessorCount, st),
+                    "quantized GEMV"));
+  } else {
+    // Prefill: dequantize to a bf16 scratch matrix, then the cuBLASLt GEMM.
+    HEARTH_RETURN_IF_ERROR(ensure(dequant_, std::size_t(l.n) * l.k * 2, "dequantized weight"));
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cuda::affine_dequantize(l.q, dequant_.as<Bf16>(), l.k, st), "dequantize"));
+    cuda::GemmShape g{
+        m, l.n, l.k, l.k, l.k, l.n, f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16, false};
+    HEARTH_RETURN_IF_ERROR(gemm_.run(g, x, dequant_.as<Bf16>(), y));
+  }
+  if (l.bias.data() != nullptr) {
+    if (f32_out) return unsupported_error("bias on an f32-output projection");
+    HEARTH_RETURN_IF_ERROR(cuda_status(
+        cuda::bias_add(static_cast<Bf16*>(y), l.n, l.bias.as<Bf16>(), m, l.n, st), "bias add"));
+  }
+  return ok_status();
+}
+
+Status CudaLlamaModel::embed(const int32_t* ids, int n, Bf16* out) {
+  const int hidden = config_.hidden_size;
+  if (embed_.quantized()) {
+    return cuda_status(
+        cuda::affine_embedding_gather(embed_.q, ids, n, 1.0f, out, hidden, ctx_->stream()),
+        "embedding");
+  }
+  return cuda_status(cuda::embedding_gather(embed_.w.as<Bf16>(), hidden, ids, n, hidden,
+                                            config_.vocab_size, 1.0f, out, hidden, ctx_->stream()),
+                     "embedding");
+}
+
+// Appends `v` to a byte image at a 16-byte boundary; returns its offset.
+template <typename T>
+std::size_t append(std::vector<char>& image, const std::vector<T>& v) {
+  std::size_t offset = (image.size() + 15) / 16 * 16;
+  image.resize(offset + v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(image.data() + offset, v.data(), v.size() * sizeof(T));
+  return offset;
+}
+
+Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
+  HEARTH_RETURN_IF_ERROR(validate(batch, logits));
+  const ModelConfig& c = config_;
+  cudaStream_t st = ctx_->stream();
+  const int n = static_cast<int>(batch.tokens.size());
+  const int rows = static_cast<int>(batch.logit_rows.size());
+  const int hidden = c.hidden_size;
+  const int qkv_dim = c.q_dim() + 2 * c.kv_dim();
+  const int inter = c.intermediate_size;
+
+  // Step metadata, sequences in token order (the attention kernel expects query_start to
+  // partition the tokens in order).
+  std::vector<const SequenceSlice*> seqs;
+  for (const auto& s : batch.sequences) seqs.push_back(&s);
+  std::sort(seqs.begin(), seqs.end(),
+            [](const auto* a, const auto* b) { return a->first_token < b->first_token; });
+  const int num_seqs = static_cast<int>(seqs.size());
+  int max_blocks = 1;
+  int max_kv = 0;
+  for (const auto* s : seqs) {
+    max_blocks =
+        std::max(max_blocks, (s->num_cached + s->num_tokens + block_size_ - 1) / block_size_);
+    max_kv = std::max(max_kv, s->num_cached + s->num_tokens);
+  }
+  std::vector<int32_t> query_start(num_seqs + 1, 0);
+  std::vector<int32_t> kv_lens(num_seqs);
+  std::vector<int32_t> tables(static_cast<std::size_t>(num_seqs) * max_blocks, 0);
+  std::vector<int64_t> slots(n);
+  for (int i = 0; i < num_seqs; ++i) {
+    const SequenceSlice& s = *seqs[i];
+    query_start[i] = s.first_token;
+    kv_lens[i] = s.num_cached + s.num_tokens;
+    const int blocks = (kv_lens[i] + block_size_ - 1) / block_size_;
+    std::copy_n(s.block_table.begin(), blocks, tables.begin() + std::size_t(i) * max_blocks);
+    for (int t = 0; t < s.num_tokens; ++t) {
+      const int logical = s.num_cached + t;
+      slots[s.first_token + t] =
+          static_cast<int64_t>(s.block_table[logical / block_size_]) * block_size_ +
+          logical % block_size_;
+    }
+  }
+  query_start[num_seqs] = n;
+  std::vector<char> image;
+  const std::size_t off_tokens =
+      append(image, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.end()));
+  const std::size_t off_pos =
+      append(image, std::vector<int32_t>(batch.positions.begin(), batch.positions.end()));
+  const std::size_t off_slots = append(image, slots);
+  const std::size_t off_qs = append(image, query_start);
+  const std::size_t off_kv = append(image, kv_lens);
+  const std::size_t off_tables = append(image, tables);
+  const std::size_t off_rows =
+      append(image, std::vector<int32_t>(batch.logit_rows.begin(), batch.logit_rows.end()));
+  std::size_t off_freq = 0;
+  if (c.rope.type == RopeType::kDynamic) {  // rescaled by the longest sequence, per step
+    off_freq = append(image, rope_tables(c, max_kv).inv_freq);
+  }
+  HEARTH_RETURN_IF_ERROR(ensure(meta_, image.size(), "step metadata"));
+  HEARTH_RETURN_IF_ERROR(cuda_status(
+      cudaMemcpyAsync(meta_.data(), image.data(), image.size(), cudaMemcpyHostToDevice, st),
+      "uploading step metadata"));
+  auto meta = [&](std::size_t offset) { return static_cast<char*>(meta_.data()) + offset; };
+  const auto* d_tokens = reinterpret_cast<const int32_t*>(meta(off_tokens));
+  const float* d_freq = c.rope.type == RopeType::kDynamic
+                            ? reinterpret_cast<const float*>(meta(off_freq))
+                            : inv_freq_.as<float>();
+
+  const int splits = cuda::paged_attention_num_splits(n, c.num_heads, max_kv,
+                                                      ctx_->properties().multiProcessorCount);
+  HEARTH_RETURN_IF_ERROR(ensure(resid_, std::size_t(n) * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(xn_, std::size_t(n) * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(qkv_, std::size_t(n) * qkv_dim * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(q_, std::size_t(n) * c.q_dim() * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(attn_, std::size_t(n) * c.q_dim() * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(delta_, std::size_t(n) * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(gate_up_, std::size_t(n) * 2 * inter * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(act_, std::size_t(n) * inter * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(last_, std::size_t(std::max(rows, 1)) * hidden * 2, "logit rows"));
+  HEARTH_RETURN_IF_ERROR(
+      ensure(logits_, std::size_t(std::max(rows, 1)) * c.vocab_size * 4, "logits"));
+  HEARTH_RETURN_IF_ERROR(ensure(
+      attn_ws_, cuda::paged_attention_workspace_bytes(n, c.num_heads, c.head_dim, splits) + 16,
+      "attention workspace"));
+
+  auto* resid = resid_.as<Bf16>();  // [n, hidden] the residual stream
+  auto* xn = xn_.as<Bf16>();        // [n, hidden] normalized input of a sublayer
+  auto* delta = delta_.as<Bf16>();  // [n, hidden] a sublayer's output
+  HEARTH_RETURN_IF_ERROR(embed(d_tokens, n, resid));
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    DeviceLayer& layer = layers_[l];
+    // Attention block: resid += o_proj(attention(rope(q), rope(k), v)).
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
+                                           layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
+                                           hidden, n, hidden, st),
+                    "input norm"));
+    HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
+    cuda::RopeKvWriteArgs r;
+    r.qkv = qkv_.as<Bf16>();
+    r.ld_qkv = qkv_dim;
+    r.positions = reinterpret_cast<const int32_t*>(meta(off_pos));
+    r.slots = reinterpret_cast<const int64_t*>(meta(off_slots));
+    r.inv_freq = d_freq;
+    r.attention_scaling = attention_factor_;
+    r.q_norm = c.qk_norm ? layer.q_norm.as<Bf16>() : nullptr;
+    r.k_norm = c.qk_norm ? layer.k_norm.as<Bf16>() : nullptr;
+    r.norm_eps = c.rms_norm_eps;
+    r.q_out = q_.as<Bf16>();
+    r.ld_q_out = c.q_dim();
+    r.k_cache = k_cache_[l].as<Bf16>();
+    r.v_cache = v_cache_[l].as<Bf16>();
+    r.tokens = n;
+    r.q_heads = c.num_heads;
+    r.kv_heads = c.num_kv_heads;
+    r.head_dim = c.head_dim;
+    r.rotary_dim = rotary_dim_;
+    HEARTH_RETURN_IF_ERROR(cuda_status(cuda::rope_kv_write(r, st), "rope + KV write"));
+    cuda::PagedAttentionArgs a;
+    a.q = q_.as<Bf16>();
+    a.ld_q = c.q_dim();
+    a.k_cache = k_cache_[l].as<Bf16>();
+    a.v_cache = v_cache_[l].as<Bf16>();
+    a.block_tables = reinterpret_cast<const int32_t*>(meta(off_tables));
+    a.ld_block_tables = max_blocks;
+    a.query_start = reinterpret_cast<const int32_t*>(meta(off_qs));
+    a.kv_lens = reinterpret_cast<const int32_t*>(meta(off_kv));
+    a.out = attn_.as<Bf16>();
+    a.ld_out = c.q_dim();
+    a.seqs = num_seqs;
+    a.tokens = n;
+    a.q_heads = c.num_heads;
+    a.kv_heads = c.num_kv_heads;
+    a.head_dim = c.head_dim;
+    a.block_size = block_size_;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.sliding_window = c.sliding_window && c.layer_uses_window[l] ? *c.sliding_window : 0;
+    a.num_splits = splits;
+    a.workspace = attn_ws_.as<float>();
+    HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
+    HEARTH_RETURN_IF_ERROR(linear(layer.o, attn_.as<Bf16>(), n, delta, false));
+
+    // MLP block: resid += down(silu(gate(x)) * up(x)).
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cuda::rmsnorm_residual(delta, hidden, resid, hidden, layer.post_norm.as<Bf16>(),
+                                           0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st),
+                    "post-attention norm"));
+    HEARTH_RETURN_IF_ERROR(linear(layer.gate_up, xn, n, gate_up_.data(), false));
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, gate_up_.as<Bf16>(),
+                                           2 * inter, gate_up_.as<Bf16>() + inter, 2 * inter,
+                                           act_.as<Bf16>(), inter, n, inter, st),
+                    "SiLU gate"));
+    HEARTH_RETURN_IF_ERROR(linear(layer.down, act_.as<Bf16>(), n, delta, false));
+  }
+  if (rows == 0) return ctx_->synchronize();
+
+  // Final norm over every row (cheap), then gather the rows whose logits are wanted.
+  HEARTH_RETURN_IF_ERROR(
+      cuda_status(cuda::rmsnorm_residual(delta, hidden, resid, hidden, final_norm_.as<Bf16>(), 0.0f,
+                                         c.rms_norm_eps, xn, hidden, n, hidden, st),
+                  "final norm"));
+  HEARTH_RETURN_IF_ERROR(cuda_status(
+      cuda::embedding_gather(xn, hidden, reinterpret_cast<const int32_t*>(meta(off_rows)), rows,
+                             hidden, n, 1.0f, last_.as<Bf16>(), hidden, st),
+      "gathering logit rows"));
+  const DeviceLinear& head = c.tie_word_embeddings ? embed_ : lm_head_;
+  HEARTH_RETURN_IF_ERROR(linear(head, last_.as<Bf16>(), rows, logits_.data(), true));
+  HEARTH_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpyAsync(logits.data(), logits_.data(), logits.size() * sizeof(float),
+                                  cudaMemcpyDeviceToHost, st),
+                  "downloading logits"));
+  return ctx_->synchronize();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
+                                               const CudaLoadOptions& options) {
+  HEARTH_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  auto store = WeightStore::open(dir);
+  if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
+  auto weights = load_llama_weights(config, *store);
+  if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
+  cuda::DeviceContextOptions ctx_options;
+  ctx_options.device = options.device;
+  ctx_options.memory_budget = options.memory_budget;
+  auto ctx = DeviceContext::create(ctx_options);
+  if (!ctx.ok()) return ctx.status().with_context("starting the CUDA backend");
+  auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value());
+  Status st = model->load(*weights, store->total_bytes(), options.show_progress);
+  if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace hearth

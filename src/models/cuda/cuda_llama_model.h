@@ -1,0 +1,26 @@
+// The llama-family forward on an NVIDIA GPU: weights uploaded once to device memory (q/k/v
+// and gate/up fused into one matrix each), bf16 activations with f32 accumulation, paged
+// bf16 KV cache on the device, logits copied back for the rows asked for.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "models/model.h"
+
+namespace hearth {
+
+struct CudaLoadOptions {
+  int device = 0;
+  std::size_t memory_budget = 0;  // bytes; 0 = the device's free memory minus a reserve
+  bool show_progress = false;     // log upload progress (info level)
+};
+
+// Loads a HuggingFace model directory onto the GPU. Errors (no device, budget too small,
+// unsupported tensors) are Status values naming the cause.
+Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
+                                               const CudaLoadOptions& options);
+
+}  // namespace hearth

@@ -1,0 +1,185 @@
+// The CUDA llama-family forward against transformers' goldens (tests/fixtures/models, float64
+// runs on the same weights) and against the CPU f32 path, through the real loader: logits of
+// each prompt, then greedy decoding after a chunked prefill.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+#include "base/mapped_file.h"
+#include "models/cuda/cuda_llama_model.h"
+#include "models/model.h"
+
+namespace hearth {
+namespace {
+
+using nlohmann::json;
+const std::string kFixtures = std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/models";
+
+const json& goldens() {
+  static const json g = [] {
+    auto text = read_file(kFixtures + "/goldens.json");
+    EXPECT_TRUE(text.ok()) << text.status().to_string();
+    return json::parse(*text);
+  }();
+  return g;
+}
+
+// One sequence fed in steps; blocks handed out in reverse so they are not contiguous.
+class Runner {
+ public:
+  explicit Runner(Model& model) : model_(model) {
+    EXPECT_TRUE(model.create_kv_cache(64, 4).ok());
+    for (int b = 63; b >= 0; --b) table_.push_back(b);
+  }
+  std::vector<float> step(std::span<const int32_t> tokens) {
+    std::vector<int32_t> positions(tokens.size());
+    std::iota(positions.begin(), positions.end(), cached_);
+    SequenceSlice s{0, static_cast<int32_t>(tokens.size()), cached_, table_};
+    int32_t last = static_cast<int32_t>(tokens.size()) - 1;
+    ForwardBatch batch{tokens, positions, {&s, 1}, {&last, 1}};
+    std::vector<float> logits(static_cast<std::size_t>(model_.config().vocab_size));
+    Status st = model_.forward(batch, logits);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    cached_ += static_cast<int32_t>(tokens.size());
+    return logits;
+  }
+  std::vector<float> prefill(const std::vector<int32_t>& ids, std::size_t chunk) {
+    std::vector<float> logits;
+    for (std::size_t i = 0; i < ids.size(); i += chunk) {
+      logits = step(std::span(ids).subspan(i, std::min(chunk, ids.size() - i)));
+    }
+    return logits;
+  }
+
+ private:
+  Model& model_;
+  std::vector<int32_t> table_;
+  int32_t cached_ = 0;
+};
+
+// Tolerance: the GPU path keeps every activation in bf16 (8 mantissa bits; ~10 roundings
+// per layer) where transformers' goldens are float64 on the same weights, so logits may
+// differ by a few bf16 ulps of the activations they sum: 3e-2 of the logit range.
+constexpr double kLogitTolerance = 3e-2;
+
+double max_error_over_range(const std::vector<float>& got, const std::vector<double>& want) {
+  const auto [mn, mx] = std::minmax_element(want.begin(), want.end());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+  }
+  return worst / (*mx - *mn);
+}
+
+class CudaParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaParity, LogitsAndGreedyMatchTransformers) {
+  const json& g = goldens()["variants"][GetParam()];
+  const std::string dir = kFixtures + "/" + g["dir"].get<std::string>();
+  auto gpu = load_cuda_model(dir, {});
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  auto cpu = load_model(dir, LoadOptions{2, KernelKind::kCpu});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  const json& prompts = goldens()["prompts"];
+  for (std::size_t p = 0; p < prompts.size(); ++p) {
+    auto ids = prompts[p]["ids"].get<std::vector<int32_t>>();
+    Runner gpu_run(**gpu);
+    Runner cpu_run(**cpu);
+    auto got = gpu_run.prefill(ids, ids.size());
+    auto want = g["logits"][p].get<std::vector<double>>();
+    EXPECT_LE(max_error_over_range(got, want), kLogitTolerance) << "prompt " << p;
+    auto cpu_logits = cpu_run.prefill(ids, ids.size());
+    EXPECT_LE(max_error_over_range(got, std::vector<double>(cpu_logits.begin(), cpu_logits.end())),
+              kLogitTolerance)
+        << "prompt " << p << " vs the CPU f32 path";
+  }
+  // Greedy after a prefill in chunks of 5: identical to transformers up to the first step
+  // whose top-2 margin is within the logit tolerance (where bf16 may legitimately flip).
+  const int gp = g["greedy_prompt"].get<int>();
+  auto ids = prompts[gp]["ids"].get<std::vector<int32_t>>();
+  auto want_tokens = g["greedy_tokens"].get<std::vector<int32_t>>();
+  auto margins = g["greedy_margins"].get<std::vector<double>>();
+  auto range_of = [](const std::vector<float>& v) {
+    const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+    return static_cast<double>(*mx - *mn);
+  };
+  Runner runner(**gpu);
+  std::vector<float> logits = runner.prefill(ids, 5);
+  int compared = 0;
+  for (std::size_t i = 0; i < want_tokens.size(); ++i) {
+    if (margins[i] < 2 * kLogitTolerance * range_of(logits)) break;
+    int32_t token =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    ASSERT_EQ(token, want_tokens[i]) << "greedy step " << i;
+    ++compared;
+    logits = runner.step(std::span(&want_tokens[i], 1));
+  }
+  EXPECT_GE(compared, 4) << "too few greedy steps had a clear margin to compare";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity,
+                         ::testing::Values("llama-bf16", "mistral-bf16", "qwen2-bf16", "qwen3-bf16",
+                                           "qwen3-mlx"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// Two sequences in one step (a chunked prefill and a decode row) give the same logits as
+// each run alone (same kernels, same data: only the attention split may differ).
+TEST(CudaModel, MixedBatchEqualsSeparateRuns) {
+  const json& g = goldens()["variants"]["qwen3-bf16"];
+  auto model = load_cuda_model(kFixtures + "/" + g["dir"].get<std::string>(), {});
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  Model& m = **model;
+  ASSERT_TRUE(m.create_kv_cache(64, 4).ok());
+  auto a = goldens()["prompts"][0]["ids"].get<std::vector<int32_t>>();
+  auto b = goldens()["prompts"][1]["ids"].get<std::vector<int32_t>>();
+  const int vocab = m.config().vocab_size;
+  std::vector<int32_t> table_a = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  std::vector<int32_t> table_b = {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16};
+  auto run = [&](std::vector<SequenceSlice> seqs, std::vector<int32_t> tokens,
+                 std::vector<int32_t> positions, std::vector<int32_t> rows) {
+    std::vector<float> logits(rows.size() * vocab);
+    ForwardBatch batch{tokens, positions, seqs, rows};
+    Status st = m.forward(batch, logits);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return logits;
+  };
+  // Sequence a: all but its last token cached; b: prefilled in this step.
+  std::vector<int32_t> a_head(a.begin(), a.end() - 1);
+  std::vector<int32_t> pos_a(a_head.size());
+  std::iota(pos_a.begin(), pos_a.end(), 0);
+  run({{0, static_cast<int32_t>(a_head.size()), 0, table_a}}, a_head, pos_a, {0});
+  std::vector<int32_t> pos_b(b.size());
+  std::iota(pos_b.begin(), pos_b.end(), 0);
+  // b first in the batch, then a's decode row; slices listed out of token order.
+  std::vector<int32_t> tokens = b;
+  tokens.push_back(a.back());
+  std::vector<int32_t> positions = pos_b;
+  positions.push_back(static_cast<int32_t>(a_head.size()));
+  const int32_t nb = static_cast<int32_t>(b.size());
+  auto mixed = run({{nb, 1, static_cast<int32_t>(a_head.size()), table_a}, {0, nb, 0, table_b}},
+                   tokens, positions, {nb, nb - 1});
+  // Alone: a's decode row again into the same slot, b prefilled into fresh blocks.
+  auto alone_a = run({{0, 1, static_cast<int32_t>(a_head.size()), table_a}}, {a.back()},
+                     {static_cast<int32_t>(a_head.size())}, {0});
+  auto alone_b = run({{0, nb, 0, table_b}}, b, pos_b, {nb - 1});
+  for (int i = 0; i < vocab; ++i) {
+    ASSERT_NEAR(mixed[i], alone_a[i], 1e-2) << i;
+    ASSERT_NEAR(mixed[vocab + i], alone_b[i], 1e-2) << i;
+  }
+  // Bad input is an error, not a crash.
+  std::vector<float> one(vocab);
+  std::vector<int32_t> bad_token = {vocab + 5};
+  std::vector<int32_t> zero = {0};
+  std::vector<SequenceSlice> s = {{0, 1, 0, table_a}};
+  EXPECT_FALSE(m.forward(ForwardBatch{bad_token, zero, s, zero}, one).ok());
+}
+
+}  // namespace
+}  // namespace hearth
