@@ -1,0 +1,157 @@
+// `hearth generate` through the real binary: greedy token ids of the tiny fixtures equal
+// transformers' (goldens.json, raw prompt and chat template), the starter model reproduces
+// the greedy sample transformers produced when it was trained (tools/starter/README.md), and
+// bad input is a clear error with the right exit code.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "base/mapped_file.h"
+
+namespace hearth {
+namespace {
+
+using nlohmann::json;
+
+const std::string kFixtures = std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/models";
+const std::string kStarter = std::string(HEARTH_SOURCE_DIR) + "/models/starter";
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string slurp(const std::string& path) {
+  auto text = read_file(path);
+  return text.ok() ? *text : std::string();
+}
+
+// Single-quotes `s` for /bin/sh.
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+CliRun hearth(const std::string& args) {
+  const std::string err_path =
+      ::testing::TempDir() + "/generate_stderr_" + std::to_string(::getpid()) + ".txt";
+  std::string cmd =
+      std::string(HEARTH_BINARY_DIR) + "/bin/hearth " + args + " --threads 1 2>" + err_path;
+  CliRun run;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.err = slurp(err_path);
+  return run;
+}
+
+const json& goldens() {
+  static const json g = json::parse(slurp(kFixtures + "/goldens.json"));
+  return g;
+}
+
+json generate_json(const std::string& args) {
+  CliRun r = hearth("generate " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return json::object();
+  return json::parse(r.out);
+}
+
+// Every fixture directory with greedy goldens, raw prompt, EOS ignored as transformers ran it.
+TEST(GenerateCli, GreedyRawTokensEqualTransformers) {
+  int checked = 0;
+  for (const auto& [name, variant] : goldens()["variants"].items()) {
+    if (!variant.contains("dir")) continue;  // quantized copies exist only inside parity_test
+    SCOPED_TRACE(name);
+    const json& prompt = goldens()["prompts"][variant["greedy_prompt"].get<int>()];
+    const auto expected = variant["greedy_tokens"].get<std::vector<int32_t>>();
+    json out = generate_json(kFixtures + "/" + variant["dir"].get<std::string>() + " --prompt " +
+                             quote(prompt["text"]) +
+                             " --raw --temperature 0 --ignore-eos --max-tokens 24");
+    EXPECT_EQ(out["token_ids"].get<std::vector<int32_t>>(), expected);
+    EXPECT_EQ(out["prompt_tokens"], prompt["ids"].size());
+    EXPECT_EQ(out["completion_tokens"], 24);
+    EXPECT_EQ(out["finish_reason"], "length");
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);  // f32 + bf16 of four families, and the MLX 4-bit copy
+}
+
+// The prompt through the chat template (rendered and encoded as transformers did).
+TEST(GenerateCli, GreedyChatTokensEqualTransformers) {
+  const json& chat = goldens()["chat"];
+  json out =
+      generate_json(kFixtures + "/" + chat["variant"].get<std::string>() + " --prompt " +
+                    quote(chat["message"]) + " --temperature 0 --ignore-eos --max-tokens 24");
+  EXPECT_EQ(out["prompt_tokens"], chat["prompt_ids"].size());
+  EXPECT_EQ(out["token_ids"], chat["greedy_tokens"]);
+  EXPECT_EQ(out["text"], chat["text"]);
+}
+
+// Streamed stdout is exactly the completion, equal to the --json text.
+TEST(GenerateCli, StreamedTextEqualsJsonText) {
+  const std::string args = kFixtures + "/qwen2-bf16 --prompt " + quote("Once upon a time") +
+                           " --raw --temperature 0 --ignore-eos --max-tokens 16";
+  CliRun streamed = hearth("gen " + args);
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  json out = generate_json(args);
+  EXPECT_EQ(streamed.out, out["text"].get<std::string>());
+  EXPECT_NE(streamed.err.find("decode: 16 tokens"), std::string::npos) << streamed.err;
+  EXPECT_NE(streamed.err.find("peak memory"), std::string::npos) << streamed.err;
+}
+
+TEST(GenerateCli, SeededSamplingRepeats) {
+  const std::string args = kFixtures + "/llama-bf16 --prompt " + quote("Hello") +
+                           " --raw --temperature 1.5 --top-k 50 --ignore-eos --max-tokens 12";
+  json a = generate_json(args + " --seed 7");
+  json b = generate_json(args + " --seed 7");
+  ASSERT_EQ(a["token_ids"].size(), 12u);
+  EXPECT_EQ(a["token_ids"], b["token_ids"]);
+}
+
+// The shipped starter model answers the README's first greedy sample exactly as transformers
+// did when it was made, and stops at <|im_end|>.
+TEST(GenerateCli, StarterModelGreedySample) {
+  json out = generate_json(kStarter + " --prompt " +
+                           quote("Write a Python function that reverses a string.") +
+                           " --temperature 0 --max-tokens 160");
+  EXPECT_EQ(out["text"],
+            "```python\ndef reverses(s):\n    \"\"\"Return the first non-empty string.\"\"\"\n"
+            "    return ''.join(s.split())\n```");
+  EXPECT_EQ(out["finish_reason"], "stop");
+  EXPECT_EQ(out["completion_tokens"], out["token_ids"].size() + 1);  // + the stop token
+}
+
+TEST(GenerateCli, BadInputIsAClearError) {
+  CliRun missing = hearth("generate /nonexistent/model-dir --prompt hi");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("hearth generate:"), std::string::npos) << missing.err;
+
+  CliRun zero = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --max-tokens 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--max-tokens"), std::string::npos) << zero.err;
+
+  CliRun no_prompt = hearth("generate " + kFixtures + "/qwen3-f32");
+  EXPECT_EQ(no_prompt.exit_code, 2);
+
+  // The fixtures' context is 256 tokens.
+  CliRun over = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --raw --max-tokens 1000");
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.err.find("context"), std::string::npos) << over.err;
+
+  CliRun bad_temp = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --temperature -1");
+  EXPECT_EQ(bad_temp.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace hearth
