@@ -13,6 +13,7 @@
 
 #include "script_backend.h"
 #include "server/api_server.h"
+#include "server/bench_client.h"
 #include "server/http_server.h"
 
 namespace hearth::server {
@@ -404,6 +405,34 @@ TEST_F(ServerFixture, ManyIdleStreamsOnTwoThreads) {
   EXPECT_EQ(call("GET", "/health").status, 200);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   for (int fd : fds) close(fd);
+}
+
+TEST_F(ServerFixture, ServingBenchmarkClientMeasuresEveryLevel) {
+  start(std::string(64, 'z'), 1, "bench-key");
+  ServingBenchOptions o;
+  o.url = "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1";
+  o.concurrency = {1, 4};
+  o.prompt_tokens = 8;
+  o.tokens = 10;
+  o.api_key = "bench-key";
+  auto levels = run_serving_benchmark(o);
+  ASSERT_TRUE(levels.ok()) << levels.status().to_string();
+  ASSERT_EQ(levels->size(), 2u);
+  for (const auto& l : *levels) {
+    EXPECT_EQ(l.failed, 0) << l.first_error;
+    EXPECT_EQ(l.completion_tokens, static_cast<int64_t>(l.requests) * 10);
+    EXPECT_GT(l.ttft_p50_ms, 0);
+    EXPECT_GE(l.itl_p99_ms, l.itl_p50_ms);
+    EXPECT_GT(l.throughput_tok_s, 0);
+  }
+  EXPECT_NE(format_serving_benchmark(o, *levels, false).find("TTFT p50"), std::string::npos);
+  o.api_key = "wrong";
+  o.concurrency = {1};
+  o.requests = 1;
+  auto denied = run_serving_benchmark(o);
+  ASSERT_TRUE(denied.ok());
+  EXPECT_EQ((*denied)[0].failed, 1);
+  EXPECT_NE((*denied)[0].first_error.find("401"), std::string::npos);
 }
 
 TEST(HttpServer, BusyPortIsAClearError) {

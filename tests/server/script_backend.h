@@ -25,13 +25,21 @@ class ScriptBackend : public ModelBackend {
       for (auto& [id, flag] : cancel_) flag->store(true);
       threads.swap(threads_);
     }
-    for (auto& t : threads) t.join();
+    // The last reference can drop on a generation thread (its sink owns the job that owns
+    // this backend): that thread cannot join itself.
+    for (auto& t : threads) {
+      if (t.get_id() == std::this_thread::get_id()) {
+        t.detach();
+      } else {
+        t.join();
+      }
+    }
   }
 
   const std::string& id() const override { return id_; }
   int64_t created() const override { return 1700000000; }
   int context_length() const override { return context_; }
-  int32_t vocab_size() const override { return 256; }
+  int32_t vocab_size() const override { return 1 << 16; }
   text::ToolCallFormat tool_call_format() const override { return text::ToolCallFormat::kHermes; }
   bool has_chat_template() const override { return true; }
 
