@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <climits>
 #include <nlohmann/json.hpp>
-#include <queue>
 
 #include "text/byte_level.h"
 #include "text/utf8.h"
@@ -19,7 +18,15 @@ uint64_t merge_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
-uint64_t merge_hash(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 17; }
+// Both ids must reach the low bits the table indexes with (a murmur3 finalizer).
+uint64_t merge_hash(uint64_t key) {
+  key ^= key >> 33;
+  key *= 0xFF51AFD7ED558CCDull;
+  key ^= key >> 33;
+  key *= 0xC4CEB9FE1A85EC53ull;
+  key ^= key >> 33;
+  return key;
+}
 
 }  // namespace
 
@@ -43,6 +50,15 @@ Result<std::unique_ptr<BpeModel>> BpeModel::build(const nlohmann::json& config, 
   model->id_to_token_.assign(static_cast<size_t>(max_id + 1), nullptr);
   for (const auto& [token, id] : model->vocab_) model->id_to_token_[id] = &token;
 
+  // Single-character tokens by code point (below U+30000: every script in use).
+  model->char_ids_.assign(0x30000, -1);
+  for (const auto& [token, id] : model->vocab_) {
+    if (token.empty()) continue;
+    size_t k = 0;
+    uint32_t cp = next_codepoint(token, k);
+    if (k == token.size() && cp < model->char_ids_.size()) model->char_ids_[cp] = id;
+  }
+
   if (byte_mode) {
     model->single_byte_.assign(256, -1);
     const ByteLevelAlphabet& alphabet = byte_level_alphabet();
@@ -64,6 +80,30 @@ Result<std::unique_ptr<BpeModel>> BpeModel::build(const nlohmann::json& config, 
   };
   model->continuing_subword_prefix_ = string_field("continuing_subword_prefix");
   model->end_of_word_suffix_ = string_field("end_of_word_suffix");
+  if (!byte_mode && model->continuing_subword_prefix_.empty() &&
+      model->end_of_word_suffix_.empty()) {
+    constexpr uint32_t kMetaspace = 0x2581;
+    model->glued_to_metaspace_.assign(0x30000, false);
+    bool any = false;
+    for (const auto& [token, id] : model->vocab_) {
+      uint32_t prev_cp = 0;
+      size_t k = 0;
+      bool first = true;
+      while (k < token.size()) {
+        uint32_t cp = next_codepoint(token, k);
+        if (cp == kMetaspace) {
+          any = true;
+          if (!first && prev_cp < model->glued_to_metaspace_.size()) {
+            model->glued_to_metaspace_[prev_cp] = true;
+          }
+        }
+        prev_cp = cp;
+        first = false;
+      }
+    }
+    model->split_before_metaspace_ = any;
+  }
+
   if (byte_mode &&
       (!model->continuing_subword_prefix_.empty() || !model->end_of_word_suffix_.empty())) {
     return internal_error("byte mode BPE with subword prefix/suffix");
@@ -186,10 +226,17 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids)
       if (i == word.size()) buf += end_of_word_suffix_;
       key = buf;
     }
-    auto it = vocab_.find(key);
-    if (it != vocab_.end()) {
+    int32_t id = -1;
+    if (key.data() == ch.data() && !char_ids_.empty()) {  // one plain character: the table
+      size_t k = 0;
+      uint32_t cp = next_codepoint(ch, k);
+      if (cp < char_ids_.size()) id = char_ids_[cp];
+    } else if (auto it = vocab_.find(key); it != vocab_.end()) {
+      id = it->second;
+    }
+    if (id >= 0) {
       flush_unk();
-      ids.push_back(it->second);
+      ids.push_back(id);
     } else {
       on_unknown(ch);
     }
@@ -233,42 +280,46 @@ void BpeModel::apply_merges(std::vector<int32_t>& ids) const {
     return;
   }
   // Long words (SentencePiece-style text without pre-tokenization): a linked list of
-  // symbols and a min-heap of candidate merges, stale entries skipped when popped.
-  struct Candidate {
-    int32_t rank;
-    int32_t pos;
-    int32_t new_id;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
-  };
+  // symbols and a min-heap of candidate merges keyed rank << 32 | position (lowest rank,
+  // then leftmost), stale entries skipped when popped.
   std::vector<int32_t> prev(n), next(n);
-  std::vector<bool> alive(n, true);
+  std::vector<uint8_t> alive(n, 1);
   for (size_t i = 0; i < n; ++i) {
     prev[i] = static_cast<int32_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  std::vector<uint64_t> heap;
+  heap.reserve(n);
   auto push = [&](int32_t pos) {
     if (pos < 0 || next[pos] < 0) return;
     if (const MergeEntry* e = find_merge(ids[pos], ids[next[pos]])) {
-      heap.push({e->rank, pos, e->new_id});
+      heap.push_back((static_cast<uint64_t>(e->rank) << 32) | static_cast<uint32_t>(pos));
+      std::push_heap(heap.begin(), heap.end(), std::greater<uint64_t>());
     }
   };
-  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+  for (size_t i = 0; i + 1 < n; ++i) {
+    if (const MergeEntry* e = find_merge(ids[i], ids[i + 1])) {
+      heap.push_back((static_cast<uint64_t>(e->rank) << 32) | static_cast<uint32_t>(i));
+    }
+  }
+  std::make_heap(heap.begin(), heap.end(), std::greater<uint64_t>());
   while (!heap.empty()) {
-    Candidate top = heap.top();
-    heap.pop();
-    if (!alive[top.pos] || next[top.pos] < 0) continue;
-    int32_t right = next[top.pos];
-    const MergeEntry* e = find_merge(ids[top.pos], ids[right]);
-    if (e == nullptr || e->new_id != top.new_id) continue;
-    ids[top.pos] = top.new_id;
-    alive[right] = false;
-    next[top.pos] = next[right];
-    if (next[right] >= 0) prev[next[right]] = top.pos;
-    push(prev[top.pos]);
-    push(top.pos);
+    std::pop_heap(heap.begin(), heap.end(), std::greater<uint64_t>());
+    uint64_t top = heap.back();
+    heap.pop_back();
+    auto rank = static_cast<int32_t>(top >> 32);
+    auto pos = static_cast<int32_t>(top & 0xFFFFFFFFu);
+    if (!alive[pos] || next[pos] < 0) continue;
+    int32_t right = next[pos];
+    const MergeEntry* e = find_merge(ids[pos], ids[right]);
+    // The pair changed since it was queued (a rank names exactly one pair).
+    if (e == nullptr || e->rank != rank) continue;
+    ids[pos] = e->new_id;
+    alive[right] = 0;
+    next[pos] = next[right];
+    if (next[right] >= 0) prev[next[right]] = pos;
+    push(prev[pos]);
+    push(pos);
   }
   size_t out = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -277,8 +328,7 @@ void BpeModel::apply_merges(std::vector<int32_t>& ids) const {
   ids.resize(out);
 }
 
-void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
-  if (word.empty()) return;
+void BpeModel::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {
   // The cache comes first: it only ever holds what the steps below would give.
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
@@ -311,6 +361,31 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::move(ids));
   }
+}
+
+}  // namespace hearth::text
+
+namespace hearth::text {
+
+void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (!split_before_metaspace_ || word.size() <= kMaxCachedWordBytes || ignore_merges_) {
+    tokenize_word(word, out);
+    return;
+  }
+  size_t start = 0, i = 0;
+  uint32_t prev_cp = 0;
+  while (i < word.size()) {
+    size_t at = i;
+    uint32_t cp = next_codepoint(word, i);
+    if (cp == 0x2581 && at > start && prev_cp < glued_to_metaspace_.size() &&
+        !glued_to_metaspace_[prev_cp] && char_ids_[prev_cp] >= 0) {
+      tokenize_word(word.substr(start, at - start), out);
+      start = at;
+    }
+    prev_cp = cp;
+  }
+  tokenize_word(word.substr(start), out);
 }
 
 }  // namespace hearth::text

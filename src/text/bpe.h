@@ -44,11 +44,18 @@ class BpeModel final : public Model {
   const MergeEntry* find_merge(int32_t left, int32_t right) const;
   void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;
   void apply_merges(std::vector<int32_t>& ids) const;
+  void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
 
   StringIdMap vocab_;                            // token string -> id (the file's strings)
   std::vector<const std::string*> id_to_token_;  // [vocab_size] keys of vocab_; null for holes
   std::vector<MergeEntry> merges_;               // open addressing, power-of-two size
   uint64_t merge_mask_ = 0;
+  // SentencePiece-style long words are cut before each U+2581 whose preceding character X
+  // never precedes U+2581 inside a token ("X▁" in no token): no merge can cross such a cut,
+  // so the pieces encode independently (and hit the cache) with the same result.
+  bool split_before_metaspace_ = false;
+  std::vector<bool> glued_to_metaspace_;    // [0x30000] X appears before U+2581 in some token
+  std::vector<int32_t> char_ids_;           // [0x30000] id of each one-character token, or -1
   std::vector<int32_t> single_byte_;        // byte mode: [256] id of each byte, or -1
   std::vector<int32_t> byte_fallback_ids_;  // [256] id of "<0xXX>", or -1
 
