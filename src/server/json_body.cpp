@@ -89,7 +89,7 @@ json parse_json_body(std::string_view body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     std::string what = e.what();
     // nlohmann prefixes "[json.exception.parse_error.101] "; keep the useful part.
     if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
