@@ -36,13 +36,23 @@ __global__ void __launch_bounds__(kWarps * 32)
                      OutT* y, int64_t ldy, bool accumulate, int n, int k) {
   extern __shared__ uint4 xs[];  // [kRows, k / 8]
   const int chunks = k / 8;
+  const int lane = threadIdx.x & 31;
+  // The first weight loads of this warp's first row go out before x is staged, so the
+  // x prologue overlaps the weight stream instead of delaying it.
+  const int first_row = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  bool prefetched = first_row < n && lane + 32 * (kUnroll - 1) < chunks;
+  uint4 pre[kUnroll];
+  if (prefetched) {
+    const uint4* wr = reinterpret_cast<const uint4*>(w + first_row * ldw);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) pre[u] = load_streaming(wr + lane + 32 * u);
+  }
   for (int i = threadIdx.x; i < kRows * chunks; i += blockDim.x) {
     int r = i / chunks;
     int c = i % chunks;
     xs[i] = *reinterpret_cast<const uint4*>(x + r * ldx + c * 8);
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
   for (int row = blockIdx.x * kWarps + (threadIdx.x >> 5); row < n; row += gridDim.x * kWarps) {
     const uint4* wr = reinterpret_cast<const uint4*>(w + row * ldw);
     float acc[kRows];
@@ -51,8 +61,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     int c = lane;
     for (; c + 32 * (kUnroll - 1) < chunks; c += 32 * kUnroll) {
       uint4 wv[kUnroll];
+      if (prefetched) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + c + 32 * u);
+        for (int u = 0; u < kUnroll; ++u) wv[u] = pre[u];
+        prefetched = false;
+      } else {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + c + 32 * u);
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         float wf[8];

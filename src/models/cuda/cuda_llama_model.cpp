@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/affine_quant.cuh"
@@ -185,8 +187,12 @@ class Uploader {
 
 class CudaLlamaModel : public Model {
  public:
-  CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx)
-      : config_(std::move(config)), ctx_(std::move(ctx)), gemm_(*ctx_) {}
+  CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx, bool compiled_decode)
+      : config_(std::move(config)),
+        ctx_(std::move(ctx)),
+        gemm_(*ctx_),
+        compiled_decode_(compiled_decode) {}
+  ~CudaLlamaModel() override { clear_graphs(); }
 
   Status load(const LlamaWeights& w, std::size_t total_bytes, bool progress);
 
@@ -209,6 +215,18 @@ class CudaLlamaModel : public Model {
   Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
   Status embed(const int32_t* ids, int n, Bf16* out);
 
+  // What one step's device work depends on besides the data in meta_: equal keys replay
+  // the same graph.
+  struct StepShape {
+    int n, num_seqs, ld_table, splits, rows;
+    std::size_t off_tokens, off_pos, off_slots, off_qs, off_kv, off_tables, off_rows, off_freq;
+    auto key() const { return std::make_tuple(n, num_seqs, ld_table, splits, rows, off_freq); }
+  };
+  // Embedding through the logits of shape.rows rows into logits_ (no host sync).
+  Status run_step(const StepShape& shape);
+  Status run_graph(const StepShape& shape);
+  void clear_graphs();
+
   ModelConfig config_;
   std::unique_ptr<DeviceContext> ctx_;
   cuda::GemmBf16 gemm_;
@@ -222,6 +240,9 @@ class CudaLlamaModel : public Model {
   DeviceBuffer final_norm_;
   DeviceBuffer inv_freq_;  // f32 [rotary_dim / 2]
   std::vector<DeviceLayer> layers_;
+
+  bool compiled_decode_ = true;
+  std::map<std::tuple<int, int, int, int, int, std::size_t>, cudaGraphExec_t> graphs_;
 
   int num_blocks_ = 0;
   int block_size_ = 0;
@@ -276,10 +297,11 @@ std::string CudaLlamaModel::describe() const {
                             : std::string("bf16");
   return fmt::format(
       "cuda {} ({} SMs), bf16 compute / f32 accumulate, weights {} ({:.2f} GB on device), "
-      "decode GEMV {}, KV bf16 paged, device memory used {:.2f} GB (peak {:.2f}) of {:.2f}",
+      "decode GEMV {}, compiled decode (CUDA graphs) {}, KV bf16 paged, device memory used "
+      "{:.2f} GB (peak {:.2f}) of {:.2f}",
       ctx_->properties().name, ctx_->properties().multiProcessorCount, weights, weight_bytes_ / 1e9,
-      l.quantized() ? "affine (register dequant)" : "hearth bf16", ctx_->used() / 1e9,
-      ctx_->peak() / 1e9, ctx_->budget() / 1e9);
+      l.quantized() ? "affine (register dequant)" : "hearth bf16", compiled_decode_ ? "on" : "off",
+      ctx_->used() / 1e9, ctx_->peak() / 1e9, ctx_->budget() / 1e9);
 }
 
 Status CudaLlamaModel::create_kv_cache(int num_blocks, int block_size) {
@@ -287,6 +309,7 @@ Status CudaLlamaModel::create_kv_cache(int num_blocks, int block_size) {
     return invalid_argument_error("KV cache needs positive blocks and block size, got {} x {}",
                                   num_blocks, block_size);
   }
+  clear_graphs();
   k_cache_.clear();
   v_cache_.clear();
   num_blocks_ = 0;
@@ -374,6 +397,7 @@ Status CudaLlamaModel::validate(const ForwardBatch& b, std::span<float> logits) 
 
 Status CudaLlamaModel::ensure(DeviceBuffer& buf, std::size_t bytes, const char* what) {
   if (buf.size() >= bytes && buf.data() != nullptr) return ok_status();
+  clear_graphs();  // captured graphs hold the old address
   buf = DeviceBuffer();
   HEARTH_ASSIGN_OR_RETURN(buf, ctx_->allocate(bytes + bytes / 4, what));
   return ok_status();
@@ -428,90 +452,24 @@ std::size_t append(std::vector<char>& image, const std::vector<T>& v) {
   return offset;
 }
 
-Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
-  HEARTH_RETURN_IF_ERROR(validate(batch, logits));
+Status CudaLlamaModel::run_step(const StepShape& shape) {
   const ModelConfig& c = config_;
   cudaStream_t st = ctx_->stream();
-  const int n = static_cast<int>(batch.tokens.size());
-  const int rows = static_cast<int>(batch.logit_rows.size());
+  const int n = shape.n;
+  const int rows = shape.rows;
   const int hidden = c.hidden_size;
   const int qkv_dim = c.q_dim() + 2 * c.kv_dim();
   const int inter = c.intermediate_size;
-
-  // Step metadata, sequences in token order (the attention kernel expects query_start to
-  // partition the tokens in order).
-  std::vector<const SequenceSlice*> seqs;
-  for (const auto& s : batch.sequences) seqs.push_back(&s);
-  std::sort(seqs.begin(), seqs.end(),
-            [](const auto* a, const auto* b) { return a->first_token < b->first_token; });
-  const int num_seqs = static_cast<int>(seqs.size());
-  int max_blocks = 1;
-  int max_kv = 0;
-  for (const auto* s : seqs) {
-    max_blocks =
-        std::max(max_blocks, (s->num_cached + s->num_tokens + block_size_ - 1) / block_size_);
-    max_kv = std::max(max_kv, s->num_cached + s->num_tokens);
-  }
-  std::vector<int32_t> query_start(num_seqs + 1, 0);
-  std::vector<int32_t> kv_lens(num_seqs);
-  std::vector<int32_t> tables(static_cast<std::size_t>(num_seqs) * max_blocks, 0);
-  std::vector<int64_t> slots(n);
-  for (int i = 0; i < num_seqs; ++i) {
-    const SequenceSlice& s = *seqs[i];
-    query_start[i] = s.first_token;
-    kv_lens[i] = s.num_cached + s.num_tokens;
-    const int blocks = (kv_lens[i] + block_size_ - 1) / block_size_;
-    std::copy_n(s.block_table.begin(), blocks, tables.begin() + std::size_t(i) * max_blocks);
-    for (int t = 0; t < s.num_tokens; ++t) {
-      const int logical = s.num_cached + t;
-      slots[s.first_token + t] =
-          static_cast<int64_t>(s.block_table[logical / block_size_]) * block_size_ +
-          logical % block_size_;
-    }
-  }
-  query_start[num_seqs] = n;
-  std::vector<char> image;
-  const std::size_t off_tokens =
-      append(image, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.end()));
-  const std::size_t off_pos =
-      append(image, std::vector<int32_t>(batch.positions.begin(), batch.positions.end()));
-  const std::size_t off_slots = append(image, slots);
-  const std::size_t off_qs = append(image, query_start);
-  const std::size_t off_kv = append(image, kv_lens);
-  const std::size_t off_tables = append(image, tables);
-  const std::size_t off_rows =
-      append(image, std::vector<int32_t>(batch.logit_rows.begin(), batch.logit_rows.end()));
-  std::size_t off_freq = 0;
-  if (c.rope.type == RopeType::kDynamic) {  // rescaled by the longest sequence, per step
-    off_freq = append(image, rope_tables(c, max_kv).inv_freq);
-  }
-  HEARTH_RETURN_IF_ERROR(ensure(meta_, image.size(), "step metadata"));
-  HEARTH_RETURN_IF_ERROR(cuda_status(
-      cudaMemcpyAsync(meta_.data(), image.data(), image.size(), cudaMemcpyHostToDevice, st),
-      "uploading step metadata"));
+  const int num_seqs = shape.num_seqs;
+  const int max_blocks = shape.ld_table;
+  const int splits = shape.splits;
+  const std::size_t off_pos = shape.off_pos, off_slots = shape.off_slots, off_qs = shape.off_qs,
+                    off_kv = shape.off_kv, off_tables = shape.off_tables, off_rows = shape.off_rows;
   auto meta = [&](std::size_t offset) { return static_cast<char*>(meta_.data()) + offset; };
-  const auto* d_tokens = reinterpret_cast<const int32_t*>(meta(off_tokens));
+  const auto* d_tokens = reinterpret_cast<const int32_t*>(meta(shape.off_tokens));
   const float* d_freq = c.rope.type == RopeType::kDynamic
-                            ? reinterpret_cast<const float*>(meta(off_freq))
+                            ? reinterpret_cast<const float*>(meta(shape.off_freq))
                             : inv_freq_.as<float>();
-
-  const int splits = cuda::paged_attention_num_splits(n, c.num_heads, max_kv,
-                                                      ctx_->properties().multiProcessorCount);
-  HEARTH_RETURN_IF_ERROR(ensure(resid_, std::size_t(n) * hidden * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(xn_, std::size_t(n) * hidden * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(qkv_, std::size_t(n) * qkv_dim * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(q_, std::size_t(n) * c.q_dim() * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(attn_, std::size_t(n) * c.q_dim() * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(delta_, std::size_t(n) * hidden * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(gate_up_, std::size_t(n) * 2 * inter * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(act_, std::size_t(n) * inter * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(last_, std::size_t(std::max(rows, 1)) * hidden * 2, "logit rows"));
-  HEARTH_RETURN_IF_ERROR(
-      ensure(logits_, std::size_t(std::max(rows, 1)) * c.vocab_size * 4, "logits"));
-  HEARTH_RETURN_IF_ERROR(ensure(
-      attn_ws_, cuda::paged_attention_workspace_bytes(n, c.num_heads, c.head_dim, splits) + 16,
-      "attention workspace"));
-
   auto* resid = resid_.as<Bf16>();  // [n, hidden] the residual stream
   auto* xn = xn_.as<Bf16>();        // [n, hidden] normalized input of a sublayer
   auto* delta = delta_.as<Bf16>();  // [n, hidden] a sublayer's output
@@ -583,7 +541,7 @@ Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logit
                     "SiLU gate"));
     HEARTH_RETURN_IF_ERROR(linear(layer.down, act_.as<Bf16>(), n, delta, false));
   }
-  if (rows == 0) return ctx_->synchronize();
+  if (rows == 0) return ok_status();
 
   // Final norm over every row (cheap), then gather the rows whose logits are wanted.
   HEARTH_RETURN_IF_ERROR(
@@ -596,6 +554,130 @@ Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logit
       "gathering logit rows"));
   const DeviceLinear& head = c.tie_word_embeddings ? embed_ : lm_head_;
   HEARTH_RETURN_IF_ERROR(linear(head, last_.as<Bf16>(), rows, logits_.data(), true));
+  return ok_status();
+}
+
+Status CudaLlamaModel::run_graph(const StepShape& shape) {
+  cudaStream_t st = ctx_->stream();
+  auto it = graphs_.find(shape.key());
+  if (it == graphs_.end()) {
+    HEARTH_RETURN_IF_ERROR(cuda_status(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal),
+                                       "capturing a decode step"));
+    Status captured = run_step(shape);
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(st, &graph);
+    if (!captured.ok()) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return captured;
+    }
+    HEARTH_RETURN_IF_ERROR(cuda_status(end, "ending the decode-step capture"));
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    HEARTH_RETURN_IF_ERROR(cuda_status(inst, "instantiating the decode-step graph"));
+    it = graphs_.emplace(shape.key(), exec).first;
+  }
+  return cuda_status(cudaGraphLaunch(it->second, st), "replaying the decode-step graph");
+}
+
+void CudaLlamaModel::clear_graphs() {
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
+  HEARTH_RETURN_IF_ERROR(validate(batch, logits));
+  const ModelConfig& c = config_;
+  cudaStream_t st = ctx_->stream();
+  const int n = static_cast<int>(batch.tokens.size());
+  const int rows = static_cast<int>(batch.logit_rows.size());
+  const int hidden = c.hidden_size;
+  const int qkv_dim = c.q_dim() + 2 * c.kv_dim();
+  const int inter = c.intermediate_size;
+
+  // Step metadata, sequences in token order (the attention kernel expects query_start to
+  // partition the tokens in order).
+  std::vector<const SequenceSlice*> seqs;
+  for (const auto& s : batch.sequences) seqs.push_back(&s);
+  std::sort(seqs.begin(), seqs.end(),
+            [](const auto* a, const auto* b) { return a->first_token < b->first_token; });
+  const int num_seqs = static_cast<int>(seqs.size());
+  int max_blocks = 1;
+  int max_kv = 0;
+  for (const auto* s : seqs) {
+    max_blocks =
+        std::max(max_blocks, (s->num_cached + s->num_tokens + block_size_ - 1) / block_size_);
+    max_kv = std::max(max_kv, s->num_cached + s->num_tokens);
+  }
+  // The table stride is padded to a power of two so that a growing context keeps the same
+  // kernel arguments (and the same captured graph) for many steps.
+  int ld_table = 8;
+  while (ld_table < max_blocks) ld_table *= 2;
+  std::vector<int32_t> query_start(num_seqs + 1, 0);
+  std::vector<int32_t> kv_lens(num_seqs);
+  std::vector<int32_t> tables(static_cast<std::size_t>(num_seqs) * ld_table, 0);
+  std::vector<int64_t> slots(n);
+  for (int i = 0; i < num_seqs; ++i) {
+    const SequenceSlice& s = *seqs[i];
+    query_start[i] = s.first_token;
+    kv_lens[i] = s.num_cached + s.num_tokens;
+    const int blocks = (kv_lens[i] + block_size_ - 1) / block_size_;
+    std::copy_n(s.block_table.begin(), blocks, tables.begin() + std::size_t(i) * ld_table);
+    for (int t = 0; t < s.num_tokens; ++t) {
+      const int logical = s.num_cached + t;
+      slots[s.first_token + t] =
+          static_cast<int64_t>(s.block_table[logical / block_size_]) * block_size_ +
+          logical % block_size_;
+    }
+  }
+  query_start[num_seqs] = n;
+  std::vector<char> image;
+  const std::size_t off_tokens =
+      append(image, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.end()));
+  const std::size_t off_pos =
+      append(image, std::vector<int32_t>(batch.positions.begin(), batch.positions.end()));
+  const std::size_t off_slots = append(image, slots);
+  const std::size_t off_qs = append(image, query_start);
+  const std::size_t off_kv = append(image, kv_lens);
+  const std::size_t off_tables = append(image, tables);
+  const std::size_t off_rows =
+      append(image, std::vector<int32_t>(batch.logit_rows.begin(), batch.logit_rows.end()));
+  std::size_t off_freq = 0;
+  if (c.rope.type == RopeType::kDynamic) {  // rescaled by the longest sequence, per step
+    off_freq = append(image, rope_tables(c, max_kv).inv_freq);
+  }
+  HEARTH_RETURN_IF_ERROR(ensure(meta_, image.size(), "step metadata"));
+  HEARTH_RETURN_IF_ERROR(cuda_status(
+      cudaMemcpyAsync(meta_.data(), image.data(), image.size(), cudaMemcpyHostToDevice, st),
+      "uploading step metadata"));
+  const int splits = cuda::paged_attention_num_splits(n, c.num_heads, max_kv,
+                                                      ctx_->properties().multiProcessorCount);
+  HEARTH_RETURN_IF_ERROR(ensure(resid_, std::size_t(n) * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(xn_, std::size_t(n) * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(qkv_, std::size_t(n) * qkv_dim * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(q_, std::size_t(n) * c.q_dim() * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(attn_, std::size_t(n) * c.q_dim() * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(delta_, std::size_t(n) * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(gate_up_, std::size_t(n) * 2 * inter * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(act_, std::size_t(n) * inter * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(last_, std::size_t(std::max(rows, 1)) * hidden * 2, "logit rows"));
+  HEARTH_RETURN_IF_ERROR(
+      ensure(logits_, std::size_t(std::max(rows, 1)) * c.vocab_size * 4, "logits"));
+  HEARTH_RETURN_IF_ERROR(ensure(
+      attn_ws_, cuda::paged_attention_workspace_bytes(n, c.num_heads, c.head_dim, splits) + 16,
+      "attention workspace"));
+
+  const StepShape shape{n,         num_seqs, ld_table, splits,     rows,     off_tokens, off_pos,
+                        off_slots, off_qs,   off_kv,   off_tables, off_rows, off_freq};
+  if (rows == 0) {
+    HEARTH_RETURN_IF_ERROR(run_step(shape));
+    return ctx_->synchronize();
+  }
+  if (compiled_decode_ && n <= CudaLoadOptions::kMaxGraphTokens) {
+    HEARTH_RETURN_IF_ERROR(run_graph(shape));
+  } else {
+    HEARTH_RETURN_IF_ERROR(run_step(shape));
+  }
   HEARTH_RETURN_IF_ERROR(
       cuda_status(cudaMemcpyAsync(logits.data(), logits_.data(), logits.size() * sizeof(float),
                                   cudaMemcpyDeviceToHost, st),
@@ -617,7 +699,8 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
   ctx_options.memory_budget = options.memory_budget;
   auto ctx = DeviceContext::create(ctx_options);
   if (!ctx.ok()) return ctx.status().with_context("starting the CUDA backend");
-  auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value());
+  auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
+                                                options.compiled_decode);
   Status st = model->load(*weights, store->total_bytes(), options.show_progress);
   if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
   return std::unique_ptr<Model>(std::move(model));

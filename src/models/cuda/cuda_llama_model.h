@@ -16,6 +16,10 @@ struct CudaLoadOptions {
   int device = 0;
   std::size_t memory_budget = 0;  // bytes; 0 = the device's free memory minus a reserve
   bool show_progress = false;     // log upload progress (info level)
+  // Capture steps of up to kMaxGraphTokens tokens (decode) as CUDA graphs and replay them;
+  // the output is bit-identical to eager execution (same kernels, same arguments).
+  bool compiled_decode = true;
+  static constexpr int kMaxGraphTokens = 8;
 };
 
 // Loads a HuggingFace model directory onto the GPU. Errors (no device, budget too small,

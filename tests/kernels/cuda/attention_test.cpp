@@ -22,10 +22,11 @@ struct AttnCase {
 };
 class PagedAttentionTest : public CudaTest, public ::testing::WithParamInterface<AttnCase> {};
 
-// Tolerance: inputs are bf16 and shared exactly; the kernel computes in f32 (scores,
-// exponentials, sums) and rounds the output once to bf16, so the error is dominated by that
-// rounding (2^-9 relative): relative L2 error under 4e-3 and every element within one bf16
-// ulp of its magnitude plus 2e-3.
+// Tolerance: inputs are bf16 and shared exactly; scores, exponentials and sums are f32. The
+// tensor-core path (prefill) rounds the probabilities to bf16 before P·V, as flash
+// attention does, so an output element may be off by 2^-9 of Σ p|v| (which is far larger
+// than |o| when values cancel), plus the final bf16 rounding of o: relative L2 error under
+// 4e-3, and every element within 2^-7 Σ p|v| + 2^-8 |o|.
 TEST_P(PagedAttentionTest, MatchesReference) {
   const AttnCase c = GetParam();
   const int block_size = 16;
@@ -69,6 +70,7 @@ TEST_P(PagedAttentionTest, MatchesReference) {
 
   // float64 reference with soft-capping.
   std::vector<double> want(tokens * row);
+  std::vector<double> magnitude(tokens * row);  // Σ p |v|
   const int group = c.q_heads / c.kv_heads;
   for (int s = 0; s < num_seqs; ++s) {
     for (int i = 0; i < seqs[s].first; ++i) {
@@ -96,8 +98,13 @@ TEST_P(PagedAttentionTest, MatchesReference) {
         for (double& x : p) total += (x = std::exp(x - m));
         for (int d = 0; d < c.head_dim; ++d) {
           double acc = 0.0;
-          for (int j = first; j <= pos; ++j) acc += p[j - first] * kv_at(v_cache, j)[d];
+          double mag = 0.0;
+          for (int j = first; j <= pos; ++j) {
+            acc += p[j - first] * kv_at(v_cache, j)[d];
+            mag += p[j - first] * std::abs(kv_at(v_cache, j)[d]);
+          }
           want[t * row + h * c.head_dim + d] = acc / total;
+          magnitude[t * row + h * c.head_dim + d] = mag / total;
         }
       }
     }
@@ -164,7 +171,8 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   for (int t = 0; t < tokens; ++t) std::copy_n(&out[t * ld_out], row, &got[t * row]);
   EXPECT_LT(relative_error(got, want), 4e-3);
   for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], std::abs(want[i]) / 128.0 + 2e-3) << "element " << i;
+    ASSERT_NEAR(got[i], want[i], magnitude[i] / 128.0 + std::abs(want[i]) / 256.0 + 1e-6)
+        << "element " << i;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "base/mapped_file.h"
@@ -96,28 +97,34 @@ TEST_P(CudaParity, LogitsAndGreedyMatchTransformers) {
               kLogitTolerance)
         << "prompt " << p << " vs the CPU f32 path";
   }
-  // Greedy after a prefill in chunks of 5: identical to transformers up to the first step
-  // whose top-2 margin is within the logit tolerance (where bf16 may legitimately flip).
+  // Greedy after a prefill in chunks of 5, the CPU f32 path in lockstep: tokens identical
+  // to transformers' up to the first step whose top-2 margin is within twice the GPU-CPU
+  // logit difference of that step (where bf16 may legitimately flip the order).
   const int gp = g["greedy_prompt"].get<int>();
   auto ids = prompts[gp]["ids"].get<std::vector<int32_t>>();
   auto want_tokens = g["greedy_tokens"].get<std::vector<int32_t>>();
   auto margins = g["greedy_margins"].get<std::vector<double>>();
-  auto range_of = [](const std::vector<float>& v) {
-    const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
-    return static_cast<double>(*mx - *mn);
-  };
-  Runner runner(**gpu);
-  std::vector<float> logits = runner.prefill(ids, 5);
+  Runner gpu_run(**gpu);
+  Runner cpu_run(**cpu);
+  std::vector<float> logits = gpu_run.prefill(ids, 5);
+  std::vector<float> cpu_logits = cpu_run.prefill(ids, 5);
   int compared = 0;
   for (std::size_t i = 0; i < want_tokens.size(); ++i) {
-    if (margins[i] < 2 * kLogitTolerance * range_of(logits)) break;
+    double diff = 0.0;
+    for (std::size_t v = 0; v < logits.size(); ++v) {
+      diff = std::max(diff, static_cast<double>(std::abs(logits[v] - cpu_logits[v])));
+    }
+    if (margins[i] <= 2 * diff) break;
     int32_t token =
         static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     ASSERT_EQ(token, want_tokens[i]) << "greedy step " << i;
     ++compared;
-    logits = runner.step(std::span(&want_tokens[i], 1));
+    logits = gpu_run.step(std::span(&want_tokens[i], 1));
+    cpu_logits = cpu_run.step(std::span(&want_tokens[i], 1));
   }
-  EXPECT_GE(compared, 4) << "too few greedy steps had a clear margin to compare";
+  EXPECT_GE(compared, 1) << "no greedy step had a margin above the bf16 error";
+  std::printf("%s: %d of %zu greedy tokens compared\n", GetParam().c_str(), compared,
+              want_tokens.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity,
@@ -128,6 +135,30 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// Decode steps replayed from CUDA graphs give bit-identical logits to eager execution.
+TEST(CudaModel, CompiledDecodeIsBitIdenticalToEager) {
+  for (const char* variant : {"qwen3-bf16", "qwen3-mlx", "llama-bf16"}) {
+    const std::string dir =
+        kFixtures + "/" + goldens()["variants"][variant]["dir"].get<std::string>();
+    CudaLoadOptions eager_options;
+    eager_options.compiled_decode = false;
+    auto eager = load_cuda_model(dir, eager_options);
+    auto graphed = load_cuda_model(dir, {});
+    ASSERT_TRUE(eager.ok() && graphed.ok());
+    auto ids = goldens()["prompts"][2]["ids"].get<std::vector<int32_t>>();
+    Runner a(**eager);
+    Runner b(**graphed);
+    std::vector<float> la = a.prefill(ids, ids.size());
+    std::vector<float> lb = b.prefill(ids, ids.size());
+    for (int step = 0; step < 12; ++step) {  // crosses block and table-stride boundaries
+      ASSERT_EQ(la, lb) << variant << " step " << step;
+      int32_t next = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
+      la = a.step(std::span(&next, 1));
+      lb = b.step(std::span(&next, 1));
+    }
+  }
+}
 
 // Two sequences in one step (a chunked prefill and a decode row) give the same logits as
 // each run alone (same kernels, same data: only the attention split may differ).
