@@ -81,7 +81,10 @@ struct Request {
   int num_computed_tokens = 0;           // tokens whose K/V are in the block table's blocks
   std::vector<kv::BlockId> block_table;  // [ceil(tokens in KV / block_size)]
   std::vector<uint64_t> block_hashes;    // chained names of the full blocks of `tokens`
-  int num_published_blocks = 0;          // leading blocks already named in the prefix cache
+  int num_published_blocks = 0;          // leading blocks already offered to the prefix cache
+  // [num_published_blocks] the prefix-cache serial each published block's content is cached
+  // under (PrefixCache::kNoEntry after a hash collision): the parent of the next block.
+  std::vector<uint64_t> block_serials;
   bool admitted_once = false;
   int cached_tokens = 0;  // prefix-cache hit at first admission
   int completion_tokens = 0;

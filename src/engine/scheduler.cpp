@@ -29,7 +29,8 @@ Scheduler::Scheduler(const SchedulerOptions& options)
       pool_(options.num_blocks),
       cache_(pool_, {.block_size = options.block_size,
                      .namespace_hash = options.cache_namespace,
-                     .max_idle_blocks = options.max_idle_cached_blocks}) {
+                     .max_idle_blocks = options.max_idle_cached_blocks,
+                     .hash_bits = options.prefix_hash_bits}) {
   HEARTH_CHECK(options.max_running >= 1 && options.max_batched_tokens >= 1);
 }
 
@@ -87,6 +88,7 @@ void Scheduler::release_blocks(Request& request) {
   }
   request.block_table.clear();
   request.num_published_blocks = 0;
+  request.block_serials.clear();
 }
 
 void Scheduler::finish(Request& request, FinishReason reason, Status status,
@@ -153,8 +155,9 @@ bool Scheduler::try_admit(Request& request, int& budget, std::vector<Scheduled>&
   cache_.extend_hashes(request.tokens, request.block_hashes);
   // At least one token is always computed: its logits give the next token.
   int max_hit_blocks = (request.num_tokens() - 1) / bs;
-  int hits = std::min(cache_.count_hits(request.block_hashes), max_hit_blocks);
-  request.block_table = cache_.acquire(request.block_hashes, hits);
+  int hits = std::min(cache_.count_hits(request.tokens, request.block_hashes), max_hit_blocks);
+  request.block_table =
+      cache_.acquire(request.tokens, request.block_hashes, hits, request.block_serials);
   request.num_published_blocks = hits;
   int computed = hits * bs;
   int num_new = std::min(request.num_tokens() - computed, budget);
@@ -213,8 +216,13 @@ void Scheduler::publish_full_blocks(Request& request) {
   int full = request.num_computed_tokens / options_.block_size;
   if (full <= request.num_published_blocks) return;
   cache_.extend_hashes(request.tokens, request.block_hashes);
+  const size_t bs = static_cast<size_t>(options_.block_size);
   for (int b = request.num_published_blocks; b < full; ++b) {
-    cache_.publish(request.block_table[b], request.block_hashes[b]);
+    uint64_t parent = b == 0 ? kv::PrefixCache::kRoot : request.block_serials[b - 1];
+    std::span<const int32_t> tokens =
+        std::span(request.tokens).subspan(static_cast<size_t>(b) * bs, bs);
+    request.block_serials.push_back(
+        cache_.publish(request.block_table[b], request.block_hashes[b], tokens, parent));
   }
   request.num_published_blocks = full;
 }

@@ -29,6 +29,7 @@ struct SchedulerOptions {
   int max_context = 0;                  // tokens per sequence (prompt + generated)
   std::vector<int32_t> eos_ids;         // end generation unless a request sets ignore_eos
   int32_t vocab_size = 0;
+  int prefix_hash_bits = 64;  // test seam: fewer bits force prefix-cache hash collisions
 };
 
 class Scheduler {

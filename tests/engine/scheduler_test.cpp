@@ -276,9 +276,17 @@ TEST(Scheduler, SeededSamplingIsIndependentOfBatchCompany) {
 // preemption, tiny budgets forcing chunking, EOS finishes. After every step the block
 // invariants hold; at the end every request finished exactly once with the reference
 // tokens (a prefix of them if cancelled) and no block is held.
-TEST(SchedulerProperty, RandomSchedulesNeverLeakCorruptOrStarve) {
-  int64_t total_preemptions = 0, total_hits = 0, total_cancels = 0;
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
+struct ScheduleTotals {
+  int64_t preemptions = 0, hits = 0, cancels = 0;
+};
+
+// Adds to `totals` (out-parameter: ASSERTs need a void function).
+void run_random_schedules(uint64_t first_seed, uint64_t last_seed, int hash_bits,
+                          ScheduleTotals& totals) {
+  int64_t& total_preemptions = totals.preemptions;
+  int64_t& total_hits = totals.hits;
+  int64_t& total_cancels = totals.cancels;
+  for (uint64_t seed = first_seed; seed <= last_seed; ++seed) {
     SamplerRng rng(seed);
     auto uniform = [&](int lo, int hi) {  // inclusive
       return lo + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(hi - lo + 1));
@@ -290,6 +298,7 @@ TEST(SchedulerProperty, RandomSchedulesNeverLeakCorruptOrStarve) {
     options.max_batched_tokens = uniform(options.max_running, 40);
     options.max_idle_cached_blocks = std::vector<int64_t>{-1, 0, 3}[uniform(0, 2)];
     options.max_context = 64;
+    options.prefix_hash_bits = hash_bits;
     std::vector<int32_t> eos;
     if (uniform(0, 1)) eos = {0};
     Harness h(options, eos);
@@ -354,10 +363,27 @@ TEST(SchedulerProperty, RandomSchedulesNeverLeakCorruptOrStarve) {
     total_preemptions += stats.preemptions;
     total_hits += stats.prefix_hit_tokens;
   }
+}
+
+TEST(SchedulerProperty, RandomSchedulesNeverLeakCorruptOrStarve) {
+  ScheduleTotals totals;
+  run_random_schedules(1, 60, 64, totals);
   // The schedules did exercise what they are meant to.
-  EXPECT_GT(total_preemptions, 0);
-  EXPECT_GT(total_hits, 0);
-  EXPECT_GT(total_cancels, 0);
+  EXPECT_GT(totals.preemptions, 0);
+  EXPECT_GT(totals.hits, 0);
+  EXPECT_GT(totals.cancels, 0);
+}
+
+// The same schedules with prefix-cache names cut to 2 bits or 0 bits: nearly every or every
+// lookup meets a colliding entry. The fake model reads tokens back from KV, so a hit on a
+// block of other tokens would show as a wrong output; hits on identical prefixes survive.
+TEST(SchedulerProperty, ForcedHashCollisionsNeverServeWrongKv) {
+  ScheduleTotals two_bits, zero_bits;
+  run_random_schedules(101, 130, 2, two_bits);
+  EXPECT_GT(two_bits.hits, 0);
+  run_random_schedules(201, 230, 0, zero_bits);
+  EXPECT_GT(zero_bits.hits, 0);  // the single cached first block still serves its own prefix
+  EXPECT_GT(two_bits.preemptions + zero_bits.preemptions, 0);
 }
 
 }  // namespace
