@@ -225,7 +225,10 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<Exchange> raw_exchange) 
     return raw_exchange->respond(std::move(r));
   }
   auto exchange = std::make_shared<CorsExchange>(std::move(raw_exchange), req);
-  auto fail = [&](ApiError e) { exchange->respond(render_error(e, flavor)); };
+  auto fail = [&](ApiError e) {
+    spdlog::info("{} {} -> {}: {}", req.method, req.path, e.status, e.message);
+    exchange->respond(render_error(e, flavor));
+  };
   try {
     const std::string& p = req.path;
     bool get = req.method == "GET" || req.method == "HEAD";

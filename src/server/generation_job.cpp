@@ -396,21 +396,11 @@ void run_generation(GenerationRequest request, std::shared_ptr<ModelBackend> bac
     if (!request.top_p_set && defaults.top_p) params.top_p = *defaults.top_p;
     if (!request.top_k_set && defaults.top_k) params.top_k = *defaults.top_k;
     int room = ctx - n_prompt;
-    if (request.max_tokens) {
-      if (*request.max_tokens > room) {
-        throw_invalid(
-            fmt::format("This model's maximum context length is {} tokens. However, you "
-                        "requested {} tokens ({} in the prompt, {} for the completion). "
-                        "Reduce the prompt or the completion length.",
-                        ctx, n_prompt + *request.max_tokens, n_prompt, *request.max_tokens),
-            request.api == ApiKind::kMessages    ? "max_tokens"
-            : request.api == ApiKind::kResponses ? "max_output_tokens"
-                                                 : "max_tokens");
-      }
-      params.max_tokens = *request.max_tokens;
-    } else {
-      params.max_tokens = defaults.max_tokens ? std::min(*defaults.max_tokens, room) : room;
-    }
+    // A cap past the room left is clamped (agents send 32k for every model); the prompt
+    // itself is never truncated.
+    int wanted = request.max_tokens ? *request.max_tokens
+                                    : (defaults.max_tokens ? *defaults.max_tokens : room);
+    params.max_tokens = std::min(wanted, room);
     params.logprobs = request.logprobs ? request.top_logprobs : -1;
     for (const auto& [id, bias] : params.logit_bias) {
       if (id >= backend->vocab_size()) {
@@ -470,6 +460,7 @@ void run_generation(GenerationRequest request, std::shared_ptr<ModelBackend> bac
     });
   } catch (const ApiException& e) {
     metrics->requests_failed.fetch_add(1);
+    spdlog::info("generation request refused ({}): {}", e.error.status, e.error.message);
     exchange->respond(render_error(e.error, flavor));
   } catch (const std::exception& e) {
     metrics->requests_failed.fetch_add(1);

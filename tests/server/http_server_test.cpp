@@ -296,7 +296,7 @@ TEST_F(ServerFixture, ResponsesAndCompletions) {
 
 TEST_F(ServerFixture, ErrorsAreShapedAndNameFields) {
   HttpServerOptions http;
-  http.max_body_bytes = 4096;
+  http.max_body_bytes = 16384;
   http.max_header_bytes = 2048;
   start("ok", 0, "", http);
   Reply r = call("POST", "/v1/chat/completions", "{not json");
@@ -310,7 +310,7 @@ TEST_F(ServerFixture, ErrorsAreShapedAndNameFields) {
   r = call("POST", "/v1/messages", R"({"messages":[{"role":"user","content":"x"}]})");
   EXPECT_EQ(json::parse(r.body)["type"], "error");
   EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
-  r = call("POST", "/v1/chat/completions", std::string(5000, ' '));
+  r = call("POST", "/v1/chat/completions", std::string(20000, ' '));
   EXPECT_EQ(r.status, 413);
   r = call("GET", "/health", "", "X-Big: " + std::string(3000, 'a') + "\r\n");
   EXPECT_EQ(r.status, 431);
@@ -318,11 +318,15 @@ TEST_F(ServerFixture, ErrorsAreShapedAndNameFields) {
   EXPECT_EQ(r.status, 404);
   r = call("GET", "/v1/chat/completions");
   EXPECT_EQ(r.status, 405);
-  // Prompt + max_tokens over the context is a 400 naming the limit, not a truncation.
-  json over = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 5000}};
+  // A prompt over the context is a 400 naming the limit, never a truncation.
+  json over = {{"messages", {{{"role", "user"}, {"content", std::string(5000, 'a')}}}}};
   r = call("POST", "/v1/chat/completions", over.dump());
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("maximum context length is 4096"), std::string::npos) << r.body;
+  // A max_tokens past the room left is clamped to it.
+  json big_cap = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 1 << 30}};
+  r = call("POST", "/v1/chat/completions", big_cap.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
   // The server still answers after all that.
   EXPECT_EQ(call("GET", "/health").status, 200);
 }

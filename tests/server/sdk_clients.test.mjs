@@ -115,7 +115,8 @@ test("openai: errors are 4xx naming the field", async () => {
     assert.equal(e.param, "temperature");
     return true;
   });
-  await assert.rejects(openai.chat.completions.create({ model: "m", messages, max_tokens: 10_000_000 }), (e) => e.status === 400 && /context length/.test(e.message));
+  const long = [{ role: "user", content: "lorem ipsum ".repeat(3000) }];
+  await assert.rejects(openai.chat.completions.create({ model: "m", messages: long, max_tokens: 5 }), (e) => e.status === 400 && /context length/.test(e.message));
   const bad = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: "wrong", maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e.status === 401);
 });
