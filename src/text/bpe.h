@@ -31,6 +31,7 @@ class BpeModel final : public Model {
   std::optional<int32_t> token_to_id(std::string_view token) const override;
   const std::string* id_to_token(int32_t id) const override;
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
+  int32_t token_count() const override { return static_cast<int32_t>(vocab_.size()); }
 
  private:
   struct MergeEntry {

@@ -20,6 +20,9 @@ class Model {
   virtual const std::string* id_to_token(int32_t id) const = 0;
   // One past the largest id.
   virtual int32_t vocab_size() const = 0;
+  // How many tokens the vocabulary holds (HF's get_vocab_size; less than vocab_size() when
+  // ids have holes). Added tokens missing from the vocabulary are numbered from here.
+  virtual int32_t token_count() const = 0;
 };
 
 }  // namespace hearth::text

@@ -44,15 +44,54 @@ struct JitStack {
   }
 };
 
+// Oniguruma's Unicode \w (letters, marks, decimal and letter numbers, connector
+// punctuation, and the Latin-1 fractions and superscripts) differs from PCRE2's (letters,
+// numbers, underscore), so \w and \W are spelled out.
+constexpr std::string_view kWordClass =
+    R"(\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
+
+std::string to_pcre2_dialect(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      char e = pattern[i + 1];
+      ++i;
+      if (e == 'w') {
+        out += in_class ? std::string(kWordClass) : "[" + std::string(kWordClass) + "]";
+      } else if (e == 'W' && !in_class) {
+        out += "[^" + std::string(kWordClass) + "]";
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // literal ]
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
-Result<Regex> Regex::compile(std::string_view pattern) {
+Result<Regex> Regex::compile(std::string_view original) {
+  const std::string pattern = to_pcre2_dialect(original);
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (code == nullptr) {
-    return parse_error("regex '{}' does not compile at offset {}: {}", pattern, offset,
+    return parse_error("regex '{}' does not compile at offset {}: {}", original, offset,
                        pcre2_message(error));
   }
   auto owned = std::make_shared<Code>();
@@ -60,7 +99,7 @@ Result<Regex> Regex::compile(std::string_view pattern) {
   owned->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
   Regex regex;
   regex.code_ = std::move(owned);
-  regex.pattern_ = std::string(pattern);
+  regex.pattern_ = std::string(original);
   return regex;
 }
 

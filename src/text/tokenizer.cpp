@@ -55,10 +55,7 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids,
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    if (id < 0 || id >= im.vocab_size) {
-      return invalid_argument_error("token id {} is outside the vocabulary [0, {})", id,
-                                    im.vocab_size);
-    }
+    if (id < 0 || id >= im.vocab_size) continue;  // no token: nothing, as the reference does
     if (skip_special_tokens && im.special[id]) continue;
     if (const AddedToken* added = im.added.find_id(id)) {
       tokens.push_back(added->content);

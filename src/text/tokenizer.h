@@ -32,8 +32,8 @@ class Tokenizer {
   // post-processor (BOS etc.).
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special_tokens) const;
 
-  // Text of `ids`. An id outside [0, vocab_size()) is an error; `skip_special_tokens` drops
-  // special added tokens.
+  // Text of `ids`. Ids with no token (outside [0, vocab_size()) or holes) decode to nothing,
+  // as in the reference; `skip_special_tokens` drops special added tokens.
   Result<std::string> decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
   // From tokenizer_config.json's bos_token.

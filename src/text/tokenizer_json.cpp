@@ -62,7 +62,7 @@ class Handler final : public nlohmann::json_sax<json> {
     if (mode_ != Mode::kDom) return fail("model.vocab / model.merges hold an object");
     if (at_model_field("vocab")) {
       mode_ = Mode::kVocab;
-      result.bpe.emplace();
+      if (!result.bpe) result.bpe.emplace();  // "merges" may come first
       return true;
     }
     return open(json::object());

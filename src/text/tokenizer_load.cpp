@@ -126,24 +126,38 @@ Result<Tokenizer> Tokenizer::from_json_text(std::string_view tokenizer_json) {
     HEARTH_ASSIGN_OR_RETURN(impl->decoder, make_decoder(root["decoder"]));
   }
 
+  // Added tokens are numbered as the reference numbers them on load: a token the model has
+  // keeps the model's id, a repeated content keeps its first id, and any other takes the
+  // next id after the model's token count (the file's "id" is only a hint; in well-formed
+  // files the two agree).
   std::vector<AddedToken> added;
+  StringIdMap added_ids;
+  const int32_t model_count = impl->model->token_count();
+  int32_t max_added = -1;
   if (present("added_tokens")) {
     if (!root["added_tokens"].is_array()) return parse_error("added_tokens must be an array");
     for (const auto& t : root["added_tokens"]) {
       AddedToken token;
-      if (!t.contains("content") || !t["content"].is_string()) {
+      if (!t.is_object() || !t.contains("content") || !t["content"].is_string()) {
         return parse_error("added token without content: {}", t.dump());
       }
       token.content = t["content"].get<std::string>();
-      token.id = t.value("id", -1);
       token.special = t.value("special", false);
       token.lstrip = t.value("lstrip", false);
       token.rstrip = t.value("rstrip", false);
       token.normalized = t.value("normalized", !token.special);
       token.single_word = t.value("single_word", false);
-      // A token the model already has keeps the model's id, as the reference assigns it.
-      if (auto model_id = impl->model->token_to_id(token.content)) token.id = *model_id;
-      if (token.id < 0) return parse_error("added token '{}' without an id", token.content);
+      if (auto it = added_ids.find(token.content); it != added_ids.end()) {
+        token.id = it->second;
+      } else if (auto model_id = impl->model->token_to_id(token.content)) {
+        token.id = *model_id;
+      } else if (max_added < 0) {
+        token.id = model_count;
+      } else {
+        token.id = max_added >= model_count || model_count == 0 ? max_added + 1 : model_count;
+      }
+      max_added = std::max(max_added, token.id);
+      added_ids.emplace(token.content, token.id);
       added.push_back(std::move(token));
     }
   }
