@@ -2,8 +2,6 @@
 // scheduler has nothing to run. Stats are copied out under the lock after every step.
 #include "engine/engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -35,21 +33,43 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
 
   double block_bytes = static_cast<double>(model.kv_bytes_per_block(options.block_size));
   if (block_bytes <= 0) return internal_error("the model reports 0 KV bytes per block");
+  if (options.memory_budget_gb < 0) return invalid_argument_error("--memory-budget must be >= 0");
+  if (options.gpu_memory_utilization < 0 || options.gpu_memory_utilization > 1) {
+    return invalid_argument_error("--gpu-memory-utilization must be in (0, 1], got {}",
+                                  options.gpu_memory_utilization);
+  }
   if (options.num_blocks > 0) {
     s.num_blocks = options.num_blocks;
-  } else if (options.kv_budget_gb > 0) {
-    s.num_blocks = static_cast<int>(std::floor(options.kv_budget_gb * 1e9 / block_bytes));
-    if (s.num_blocks < 1) {
-      return invalid_argument_error("--kv-budget {} GB holds no KV block ({} bytes each)",
-                                    options.kv_budget_gb, block_bytes);
-    }
   } else {
+    kv::KvMemoryInputs in;
+    if (options.device_memory) {
+      in.device = *options.device_memory;
+    } else {
+      HEARTH_ASSIGN_OR_RETURN(in.device, kv::system_memory());
+    }
+    in.weight_bytes = model.weight_bytes();
+    in.block_bytes = static_cast<uint64_t>(block_bytes);
+    in.headroom_bytes = options.headroom_gb >= 0
+                            ? static_cast<uint64_t>(options.headroom_gb * 1e9)
+                            : estimate_headroom_bytes(config, s.max_batched_tokens, s.max_running);
+    in.utilization = options.gpu_memory_utilization > 0 ? options.gpu_memory_utilization
+                     : options.device_memory            ? kDefaultGpuMemoryUtilization
+                                                        : kDefaultCpuMemoryUtilization;
+    // A positive budget never rounds down to 0 ("automatic").
+    auto bytes = [](double gb) {
+      return gb > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(gb * 1e9)) : 0;
+    };
+    in.memory_budget_bytes = bytes(options.memory_budget_gb);
+    in.kv_budget_bytes = bytes(options.kv_budget_gb);
     int64_t per_sequence = (std::max(s.max_context, 1) + s.block_size - 1) / s.block_size;
-    double ram =
-        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-    int64_t cap = static_cast<int64_t>(ram / 4 / block_bytes);
-    s.num_blocks = static_cast<int>(
-        std::clamp<int64_t>(per_sequence * s.max_running, 1, std::max<int64_t>(cap, 1)));
+    in.wanted_blocks = per_sequence * s.max_running;
+    HEARTH_ASSIGN_OR_RETURN(kv::KvMemoryPlan plan, kv::plan_kv_memory(in));
+    s.num_blocks = plan.num_blocks;
+    spdlog::info(
+        "KV pool: {} blocks of {} tokens, {:.3f} GB (limited by {}); weights {:.3f} GB, "
+        "headroom {:.3f} GB",
+        plan.num_blocks, s.block_size, static_cast<double>(plan.kv_bytes) * 1e-9, plan.limited_by,
+        static_cast<double>(in.weight_bytes) * 1e-9, static_cast<double>(in.headroom_bytes) * 1e-9);
   }
   if (options.prompt_cache_gb < 0) {
     s.max_idle_cached_blocks = -1;
@@ -58,6 +78,15 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
         static_cast<int64_t>(std::floor(options.prompt_cache_gb * 1e9 / block_bytes));
   }
   return s;
+}
+
+uint64_t estimate_headroom_bytes(const ModelConfig& c, int tokens, int logit_rows) {
+  // Per token: x and h [hidden], q and attn [q_dim], k and v [kv_dim], gate and up [inter].
+  uint64_t per_token = 2ull * (static_cast<uint64_t>(c.hidden_size) + c.q_dim() + c.kv_dim() +
+                               static_cast<uint64_t>(c.intermediate_size));
+  // Logits twice: the model's output and the rows the sampler works on.
+  uint64_t logits = 2ull * static_cast<uint64_t>(logit_rows) * static_cast<uint64_t>(c.vocab_size);
+  return (per_token * static_cast<uint64_t>(tokens) + logits) * sizeof(float) + (64ull << 20);
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,

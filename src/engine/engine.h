@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
+#include "kv/memory_plan.h"
 #include "models/model.h"
 
 namespace hearth::engine {
@@ -30,7 +32,22 @@ struct EngineOptions {
   std::string cache_namespace;   // model fingerprint + adapter + KV scheme
   std::vector<int32_t> eos_ids;  // empty: the model's generation_config EOS ids
   int max_context = 0;           // 0: the model's max_position_embeddings
+  // --memory-budget (decimal GB): cap on weights + KV + activation headroom; 0 = no cap.
+  double memory_budget_gb = 0;
+  // --gpu-memory-utilization: share of the device's memory (RAM on CPU) the process may
+  // use for weights + KV + headroom when the pool is sized automatically; 0 = the default
+  // (kDefaultGpuMemoryUtilization on a GPU, kDefaultCpuMemoryUtilization on CPU).
+  double gpu_memory_utilization = 0;
+  // The KV pool's device memory after the weights are loaded. A GPU backend fills it
+  // (cudaMemGetInfo); unset = the CPU backend, sized from this machine's RAM.
+  std::optional<kv::DeviceMemory> device_memory;
+  // Bytes (decimal GB) kept out of the KV pool for activations, workspaces and logits;
+  // < 0 = estimated from the model shape and the token budget (estimate_headroom_bytes).
+  double headroom_gb = -1;
 };
+
+inline constexpr double kDefaultGpuMemoryUtilization = 0.9;
+inline constexpr double kDefaultCpuMemoryUtilization = 0.5;
 
 class Engine {
  public:
@@ -73,8 +90,15 @@ class Engine {
   std::thread thread_;
 };
 
-// Sizes the pool: explicit num_blocks, else kv_budget_gb, else enough for max_batch
-// full-context sequences capped at a quarter of physical memory.
+// Sizes the pool: explicit num_blocks; else kv_budget_gb (checked against free memory and
+// the memory budget); else enough for max_batch full-context sequences, capped by free
+// memory, the utilization share and the memory budget (kv::plan_kv_memory). Errors name
+// the flag that cannot be met.
 Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions& options);
+
+// The CPU forward's activation memory for a step of `tokens` tokens and `logit_rows` logit
+// rows (hidden states, q/k/v, attention output, MLP, logits, plus a fixed 64 MiB margin):
+// what automatic KV sizing keeps free unless EngineOptions::headroom_gb says otherwise.
+uint64_t estimate_headroom_bytes(const ModelConfig& config, int tokens, int logit_rows);
 
 }  // namespace hearth::engine

@@ -163,6 +163,43 @@ TEST(Engine, PlansThePoolFromTheBudgets) {
   EXPECT_FALSE(plan_scheduler(model, options).ok());
 }
 
+TEST(Engine, SizesThePoolFromDeviceMemoryAndTheMemoryBudget) {
+  FakeModel model(kVocab, 1000);  // blocks of 10 tokens = 80 bytes; 0 weight bytes
+  EngineOptions options{.max_batch = 1000, .block_size = 10};
+  options.device_memory = kv::DeviceMemory{.total_bytes = 100'000, .free_bytes = 100'000};
+  options.headroom_gb = 0;
+  auto plan = plan_scheduler(model, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->num_blocks, 1125);  // 0.9 (GPU default) x 100000 bytes / 80
+  options.gpu_memory_utilization = 0.5;
+  EXPECT_EQ(plan_scheduler(model, options)->num_blocks, 625);
+  options.memory_budget_gb = 2e-5;  // 20000 bytes
+  EXPECT_EQ(plan_scheduler(model, options)->num_blocks, 250);
+  options.headroom_gb = 1e-5;  // 10000 of the 20000 budget bytes
+  EXPECT_EQ(plan_scheduler(model, options)->num_blocks, 125);
+  options.headroom_gb = 2e-5;  // the budget holds nothing else
+  auto none = plan_scheduler(model, options);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("--memory-budget"), std::string::npos);
+  options.headroom_gb = 0;
+  options.gpu_memory_utilization = 1.5;
+  EXPECT_FALSE(plan_scheduler(model, options).ok());
+  options.gpu_memory_utilization = 0;
+  options.memory_budget_gb = -1;
+  EXPECT_FALSE(plan_scheduler(model, options).ok());
+
+  // CPU (no device figures): RAM from /proc/meminfo; a 1 MB budget binds before it.
+  options.device_memory.reset();
+  options.memory_budget_gb = 1e-3;
+  EXPECT_EQ(plan_scheduler(model, options)->num_blocks, 12'500);
+  // An impossible budget fails Engine::create with the flag's name, before any thread.
+  options.memory_budget_gb = 1e-7;  // 100 bytes: one block, but not the estimated headroom
+  options.headroom_gb = -1;
+  auto engine = Engine::create(std::make_unique<FakeModel>(kVocab, 1000), options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("--memory-budget"), std::string::npos);
+}
+
 TEST(EngineBenchmark, CountsEveryTokenOfEveryRequest) {
   auto engine = make_engine({.max_batch = 4, .block_size = 4, .num_blocks = 64});
   auto result = run_engine_benchmark(
