@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "server/api_format.h"
 #include "server/json_body.h"
+#include "server/web_app.h"
 
 namespace hearth::server {
 
@@ -236,6 +237,10 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<Exchange> raw_exchange) 
     if (p == "/health" || p == "/v1/health") {
       if (!get) return fail({405, "invalid_request_error", "use GET /health", "", ""});
       return exchange->respond(health_response());
+    }
+    // The web app's page needs no key (it holds none); its API calls do.
+    if (auto page = get ? web_app_response(p) : std::nullopt) {
+      return exchange->respond(std::move(*page));
     }
     if (!authorized(req)) {
       return fail({401, "invalid_request_error",
