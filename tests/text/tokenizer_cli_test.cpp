@@ -52,15 +52,15 @@ std::string write_temp(const std::string& name, const std::string& content) {
 class TokenizeCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test_tokenizer_dir("qwen3");
-    auto tok = load_test_tokenizer("qwen3");
+    dir_ = test_tokenizer_dir("llama2");  // the smallest file: fast to load per run
+    auto tok = load_test_tokenizer("llama2");
     ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   }
   std::string dir_;
 };
 
 TEST_F(TokenizeCli, EncodePrintsOneJsonArrayMatchingTheLibrary) {
-  auto tok = load_test_tokenizer("qwen3");
+  auto tok = load_test_tokenizer("llama2");
   ASSERT_TRUE(tok.ok());
   const std::string text = "Hello, 世界! <|im_start|>user\n  x";
   CliRun r = run_shell(hearth() + " tokenize --tokenizer " + dir_ + " --text " + quote(text));
