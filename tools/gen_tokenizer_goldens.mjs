@@ -169,6 +169,14 @@ const extraAdded = (base) => [
   ...base.added_tokens,
 ];
 
+// A Unigram model over a BPE vocabulary, with made-up but deterministic scores (longer
+// pieces score higher, ids break ties).
+function unigram(base, byteFallback) {
+  const pieces = Object.entries(base.model.vocab).sort((a, b) => a[1] - b[1]);
+  const vocab = pieces.map(([p, id]) => [p, -12 + Math.min([...p].length, 8) * 1.3 - (id % 11) * 0.07]);
+  return { type: 'Unigram', unk_id: 0, vocab, byte_fallback: byteFallback };
+}
+
 function variants(qwen, llama) {
   const split = (behavior, invert = false, pattern = { Regex: '\\s+' }) =>
     seq({ type: 'Split', pattern, behavior, invert });
@@ -209,6 +217,9 @@ function variants(qwen, llama) {
     ['llama', 'no_byte_fallback', { model: { ...llama.model, byte_fallback: false } }],
     ['llama', 'no_byte_fallback_no_fuse', { model: { ...llama.model, byte_fallback: false, fuse_unk: false } }],
     ['llama', 'no_decoder', { decoder: null }],
+    ['llama', 'unigram_byte_fallback', { model: unigram(llama, true) }],
+    ['llama', 'unigram_unk_metaspace', { model: unigram(llama, false), normalizer: null,
+      pre_tokenizer: { type: 'Metaspace', replacement: metaspace, prepend_scheme: 'always', split: true } }],
   ];
 }
 

@@ -8,6 +8,7 @@
 #include "text/bpe.h"
 #include "text/tokenizer_impl.h"
 #include "text/tokenizer_json.h"
+#include "text/unigram.h"
 
 namespace hearth::text {
 namespace {
@@ -37,6 +38,10 @@ Result<std::unique_ptr<Model>> make_model(const nlohmann::json& config,
     return std::unique_ptr<Model>(std::move(bpe));
   }
   byte_mode = false;
+  if (type == "Unigram") {
+    HEARTH_ASSIGN_OR_RETURN(auto unigram, UnigramModel::from_json(config));
+    return std::unique_ptr<Model>(std::move(unigram));
+  }
   return unsupported_error("unsupported model type '{}'", type.empty() ? "(none)" : type);
 }
 
