@@ -29,22 +29,28 @@ struct EngineStats {
 };
 
 // Sliding-window rates: record() after each step; rates over the last `window_s` seconds.
+// Running sums make both O(1) amortized: the engine thread snapshots stats every step.
 class ThroughputMeter {
  public:
   explicit ThroughputMeter(double window_s = 5.0) : window_ns_(int64_t(window_s * 1e9)) {}
 
   void record(int64_t now_ns, int64_t prompt_tokens, int64_t generated_tokens) {
     samples_.push_back({now_ns, prompt_tokens, generated_tokens});
-    while (!samples_.empty() && now_ns - samples_.front().t_ns > window_ns_) samples_.pop_front();
+    prompt_sum_ += prompt_tokens;
+    generated_sum_ += generated_tokens;
+    while (now_ns - samples_.front().t_ns > window_ns_) {
+      prompt_sum_ -= samples_.front().prompt;
+      generated_sum_ -= samples_.front().generated;
+      samples_.pop_front();
+    }
   }
   // Tokens per second (prompt, generated) over the samples inside the window before now.
   void rates(int64_t now_ns, double& prompt_per_s, double& generated_per_s) const {
-    int64_t p = 0, g = 0;
-    for (const Sample& s : samples_) {
-      if (now_ns - s.t_ns <= window_ns_) {
-        p += s.prompt;
-        g += s.generated;
-      }
+    int64_t p = prompt_sum_, g = generated_sum_;
+    for (const Sample& s : samples_) {  // oldest first: stop at the first one still inside
+      if (now_ns - s.t_ns <= window_ns_) break;
+      p -= s.prompt;
+      g -= s.generated;
     }
     double seconds = static_cast<double>(window_ns_) * 1e-9;
     prompt_per_s = static_cast<double>(p) / seconds;
@@ -59,6 +65,8 @@ class ThroughputMeter {
   };
   int64_t window_ns_;
   std::deque<Sample> samples_;
+  int64_t prompt_sum_ = 0;     // over samples_
+  int64_t generated_sum_ = 0;  // over samples_
 };
 
 }  // namespace hearth::engine

@@ -179,8 +179,9 @@ bool Scheduler::try_admit(Request& request, int& budget, std::vector<Scheduled>&
   return true;
 }
 
-std::vector<Scheduler::Scheduled> Scheduler::schedule() {
-  std::vector<Scheduled> scheduled;
+void Scheduler::schedule() {
+  std::vector<Scheduled>& scheduled = scheduled_;
+  scheduled.clear();
   int budget = options_.max_batched_tokens;
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -202,14 +203,13 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule() {
     budget -= num_new;
     ++i;
   }
-  if (preempted) return scheduled;
+  if (preempted) return;
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_running) {
     Request& request = *waiting_.front();
     if (!try_admit(request, budget, scheduled)) break;  // FIFO: nobody overtakes the head
     waiting_.pop_front();
   }
-  return scheduled;
 }
 
 void Scheduler::publish_full_blocks(Request& request) {
@@ -250,9 +250,36 @@ void Scheduler::accept_token(Request& request, int32_t token, const TokenLogprob
   }
 }
 
+namespace {
+
+// The device sampler's view of a request's next draw: its parameters, the penalty
+// contexts, and its seed with the output length as the step (a seeded request draws the
+// same tokens whatever shares its batch).
+RowSampling device_row_sampling(const Request& r) {
+  const SamplingParams& p = r.params;
+  RowSampling row;
+  row.on_host = p.logprobs >= 0 || p.xtc_probability > 0.0f;
+  row.temperature = p.is_greedy() ? 0.0f : p.temperature;
+  row.top_k = p.top_k;
+  row.top_p = p.top_p;
+  row.min_p = p.min_p;
+  row.repetition_penalty = p.repetition_penalty;
+  row.presence_penalty = p.presence_penalty;
+  row.frequency_penalty = p.frequency_penalty;
+  row.logit_bias = p.logit_bias;
+  row.prompt_tokens = r.prompt();
+  row.output_tokens = r.output();
+  row.seed = r.sampler.seed();
+  row.step = static_cast<uint64_t>(r.num_output_tokens());
+  return row;
+}
+
+}  // namespace
+
 Status Scheduler::step(Model& model) {
   reap_cancelled();
-  std::vector<Scheduled> scheduled = schedule();
+  schedule();
+  const std::vector<Scheduled>& scheduled = scheduled_;
   if (scheduled.empty()) {
     erase_finished();
     return ok_status();
@@ -279,9 +306,28 @@ Status Scheduler::step(Model& model) {
     batch_slices_.push_back(slice);
   }
   const size_t vocab = static_cast<size_t>(model.config().vocab_size);
-  logits_.resize(logit_rows_.size() * vocab);
   ForwardBatch batch{batch_tokens_, batch_positions_, batch_slices_, logit_rows_};
-  Status status = model.forward(batch, logits_);
+  // A model that samples on the device gets each row's parameters and returns ids; rows
+  // that need the host sampler (logprobs, XTC) come back as logits.
+  const bool device_sampling = model.samples_on_device();
+  std::vector<RowSampling> row_sampling;
+  std::vector<int32_t> sampled;
+  Status status;
+  if (device_sampling) {
+    size_t host_rows = 0;
+    for (const Scheduled& s : scheduled) {
+      const Request& r = *s.request;
+      if (r.num_computed_tokens + s.num_new_tokens != r.num_tokens()) continue;
+      row_sampling.push_back(device_row_sampling(r));
+      host_rows += row_sampling.back().on_host ? 1 : 0;
+    }
+    logits_.resize(host_rows * vocab);
+    sampled.resize(row_sampling.size());
+    status = model.forward_sample(batch, row_sampling, sampled, logits_);
+  } else {
+    logits_.resize(logit_rows_.size() * vocab);
+    status = model.forward(batch, logits_);
+  }
   ++steps_;
   if (!status.ok()) {
     for (const Scheduled& s : scheduled) {
@@ -296,6 +342,7 @@ Status Scheduler::step(Model& model) {
   int64_t prompt_computed = 0;
   int64_t generated = generation_tokens_total_;
   size_t row = 0;
+  size_t host_row = 0;
   for (const Scheduled& s : scheduled) {
     Request& r = *s.request;
     int before = r.num_computed_tokens;
@@ -303,8 +350,12 @@ Status Scheduler::step(Model& model) {
     prompt_computed += std::max(0, std::min(r.num_computed_tokens, r.num_prompt_tokens) - before);
     publish_full_blocks(r);
     if (r.num_computed_tokens != r.num_tokens()) continue;
-    std::span<float> row_logits(logits_.data() + row * vocab, vocab);
+    if (device_sampling && !row_sampling[row].on_host) {
+      accept_token(r, sampled[row++], nullptr);
+      continue;
+    }
     ++row;
+    std::span<float> row_logits(logits_.data() + host_row++ * vocab, vocab);
     TokenLogprobs logprobs;
     bool want_logprobs = r.params.logprobs >= 0;
     int32_t token =

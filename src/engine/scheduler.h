@@ -77,7 +77,7 @@ class Scheduler {
   void finish(Request& request, FinishReason reason, Status status = {},
               std::optional<int32_t> stop_token = std::nullopt);
   void reap_cancelled();
-  std::vector<Scheduled> schedule();
+  void schedule();  // fills scheduled_
   bool try_admit(Request& request, int& budget, std::vector<Scheduled>& scheduled);
   void publish_full_blocks(Request& request);
   void accept_token(Request& request, int32_t token, const TokenLogprobs* logprobs);
@@ -91,6 +91,7 @@ class Scheduler {
   std::deque<Request*> waiting_;   // preempted requests go back to the front
 
   // Step scratch, reused.
+  std::vector<Scheduled> scheduled_;
   std::vector<int32_t> batch_tokens_;
   std::vector<int32_t> batch_positions_;
   std::vector<SequenceSlice> batch_slices_;

@@ -200,6 +200,31 @@ TEST(Engine, SizesThePoolFromDeviceMemoryAndTheMemoryBudget) {
   EXPECT_NE(engine.status().message().find("--memory-budget"), std::string::npos);
 }
 
+TEST(ThroughputMeter, RatesCoverOnlyTheWindow) {
+  constexpr int64_t kS = 1'000'000'000;
+  ThroughputMeter meter(2.0);  // 2 s window
+  double p = -1, g = -1;
+  meter.rates(0, p, g);
+  EXPECT_EQ(p, 0);
+  EXPECT_EQ(g, 0);
+  meter.record(0, 100, 0);
+  meter.record(1 * kS, 0, 10);
+  meter.record(2 * kS, 20, 4);
+  meter.rates(2 * kS, p, g);
+  EXPECT_DOUBLE_EQ(p, 60);        // (100 + 20) / 2 s
+  EXPECT_DOUBLE_EQ(g, 7);         // (10 + 4) / 2 s
+  meter.rates(2 * kS + 1, p, g);  // the first sample just left the window
+  EXPECT_DOUBLE_EQ(p, 10);
+  EXPECT_DOUBLE_EQ(g, 7);
+  meter.record(4 * kS, 0, 2);  // drops the samples older than 2 s before now
+  meter.rates(4 * kS, p, g);
+  EXPECT_DOUBLE_EQ(p, 10);
+  EXPECT_DOUBLE_EQ(g, 3);
+  meter.rates(10 * kS, p, g);  // long idle: nothing left inside
+  EXPECT_EQ(p, 0);
+  EXPECT_EQ(g, 0);
+}
+
 TEST(EngineBenchmark, CountsEveryTokenOfEveryRequest) {
   auto engine = make_engine({.max_batch = 4, .block_size = 4, .num_blocks = 64});
   auto result = run_engine_benchmark(
