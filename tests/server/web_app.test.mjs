@@ -40,7 +40,10 @@ test("/, /chat and /status serve the page as HTML without the API key", async ()
 
 test("the page is self-contained and its scripts compile", () => {
   assert.doesNotMatch(page, /https?:\/\//i, "no absolute URL: nothing from a CDN");
-  assert.doesNotMatch(page, /<link\b|<script[^>]*\bsrc=|<img\b[^>]*\bsrc=|@import/i, "no external asset");
+  assert.doesNotMatch(page, /<script[^>]*\bsrc=|@import|url\(/i, "no external script or style");
+  for (const [, attr, value] of page.matchAll(/\b(href|src)="([^"]*)"/g)) {
+    assert.match(value, /^(\/[a-z]*|data:.*)$/, `${attr}="${value}" stays on this server`);
+  }
   const all = scripts(page);
   assert.ok(all.length >= 2);
   for (const s of all) new vm.Script(s.code);  // throws on a syntax error
