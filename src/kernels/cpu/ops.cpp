@@ -1,5 +1,10 @@
 // CPU kernels: thread-pool parallel loops over SIMD inner products (simd.h), OpenBLAS
 // sgemm for prefill-sized batches.
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
+// (maybe-)uninitialized (a known false positive); the pragma must precede <immintrin.h>.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "kernels/cpu/ops.h"
 
 #include <cblas.h>
@@ -8,12 +13,15 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/matvec_rows.h"
 #include "kernels/cpu/simd.h"
 
 namespace hearth::kernels::cpu {
 
 const char* simd_name() {
-#ifdef HEARTH_CPU_AVX2
+#if defined(HEARTH_CPU_AVX512)
+  return "avx512 mat-vec + avx2";
+#elif defined(HEARTH_CPU_AVX2)
   return "avx2+fma";
 #else
   return "scalar";
@@ -25,7 +33,7 @@ namespace {
 // Rows of the weight handled per parallel_for unit in mat-vec.
 constexpr int64_t kRowGrain = 8;
 // Weight rows dequantized per sgemm tile.
-constexpr int64_t kGemmTileRows = 512;
+constexpr int64_t kGemmTileRows = 128;
 constexpr int64_t kMinParallelWork = 1 << 16;
 
 float row_dot(const WeightMatrix& w, int64_t r, const float* x, const float* group_sums) {
@@ -54,6 +62,63 @@ float row_dot(const WeightMatrix& w, int64_t r, const float* x, const float* gro
   return acc;
 }
 
+#ifdef HEARTH_CPU_AVX512
+template <int M>
+void rows_avx512(const WeightMatrix& w, const float* x, const float* group_sums, int64_t r0,
+                 int64_t r1, float* y) {
+  float out[M];
+  if (!w.quantized()) {
+    for (int64_t r = r0; r < r1; ++r) {
+      dense_row_avx512<M>(w, r, x, w.cols, out);
+      for (int i = 0; i < M; ++i) y[i * w.rows + r] = out[i];
+    }
+    return;
+  }
+  const int64_t groups = w.cols / w.group_size;
+  std::vector<float> scales(static_cast<std::size_t>(groups));
+  std::vector<float> biases(static_cast<std::size_t>(groups));
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const int64_t row_bytes = w.cols * w.bits / 8;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      scales[g] = read_scalar(w.scales, w.scale_dtype, r * groups + g);
+      biases[g] = read_scalar(w.biases, w.scale_dtype, r * groups + g);
+    }
+    if (w.bits == 8) {
+      quant_row_avx512<M, 8>(bytes + r * row_bytes, w.cols, w.group_size, scales.data(),
+                             biases.data(), x, w.cols, group_sums, out);
+    } else {
+      quant_row_avx512<M, 4>(bytes + r * row_bytes, w.cols, w.group_size, scales.data(),
+                             biases.data(), x, w.cols, group_sums, out);
+    }
+    for (int i = 0; i < M; ++i) y[i * w.rows + r] = out[i];
+  }
+}
+
+// Rows [r0, r1) of y = x · wᵀ with the AVX-512 row kernels; false when the format has none
+// (quantized groups not a multiple of 16, or bits other than 4 and 8).
+bool matvec_rows_avx512(const WeightMatrix& w, const float* x, int64_t m, const float* group_sums,
+                        int64_t r0, int64_t r1, float* y) {
+  if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
+  switch (m) {
+    case 1:
+      rows_avx512<1>(w, x, group_sums, r0, r1, y);
+      return true;
+    case 2:
+      rows_avx512<2>(w, x, group_sums, r0, r1, y);
+      return true;
+    case 3:
+      rows_avx512<3>(w, x, group_sums, r0, r1, y);
+      return true;
+    case 4:
+      rows_avx512<4>(w, x, group_sums, r0, r1, y);
+      return true;
+    default:
+      return false;
+  }
+}
+#endif
+
 void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   std::vector<float> group_sums;
   if (w.quantized()) {
@@ -68,6 +133,9 @@ void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
     }
   }
   auto body = [&](int64_t r0, int64_t r1) {
+#ifdef HEARTH_CPU_AVX512
+    if (matvec_rows_avx512(w, x, m, group_sums.data(), r0, r1, y)) return;
+#endif
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t i = 0; i < m; ++i) {
         const float* gs = w.quantized() ? group_sums.data() + i * (w.cols / w.group_size) : nullptr;
@@ -120,21 +188,24 @@ void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
   }
   const int n = static_cast<int>(w.rows);
   const int k = static_cast<int>(w.cols);
-  if (w.dtype == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), n, k, 1.0f, x, k,
-                static_cast<const float*>(w.data), k, 0.0f, y, n);
-    return;
-  }
-  const int64_t tile = std::min<int64_t>(kGemmTileRows, w.rows);
-  std::vector<float> scratch(static_cast<std::size_t>(tile * w.cols));
-  for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
-    const int64_t r1 = std::min(w.rows, r0 + tile);
-    ctx.pool.parallel_for(r1 - r0, 16, [&](int64_t a, int64_t b) {
-      weight_rows_f32(w, r0 + a, r0 + b, scratch.data() + a * w.cols);
-    });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                static_cast<int>(r1 - r0), k, 1.0f, x, k, scratch.data(), k, 0.0f, y + r0, n);
-  }
+  // Each chunk of weight rows is converted to f32 a tile at a time (the tile stays in cache)
+  // and multiplied by single-threaded sgemm; the pool is the only parallelism.
+  ctx.pool.parallel_for(w.rows, kGemmTileRows / 4, [&](int64_t c0, int64_t c1) {
+    thread_local std::vector<float> scratch;  // [tile, k], reused across calls
+    for (int64_t r0 = c0; r0 < c1; r0 += kGemmTileRows) {
+      const int64_t r1 = std::min(c1, r0 + kGemmTileRows);
+      const float* b = nullptr;
+      if (w.dtype == DType::kF32) {
+        b = static_cast<const float*>(w.data) + r0 * w.cols;
+      } else {
+        scratch.resize(static_cast<std::size_t>((r1 - r0) * w.cols));
+        weight_rows_f32(w, r0, r1, scratch.data());
+        b = scratch.data();
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                  static_cast<int>(r1 - r0), k, 1.0f, x, k, b, k, 0.0f, y + r0, n);
+    }
+  });
 }
 
 void embedding(CpuContext& ctx, const WeightMatrix& w, const int32_t* tokens, int64_t n,
@@ -193,12 +264,17 @@ void rope(CpuContext& ctx, float* x, const int32_t* positions, int64_t tokens, i
 
 void silu_mul(CpuContext& ctx, const float* gate, const float* up, int64_t rows, int64_t dim,
               float* out) {
-  ctx.pool.parallel_for(rows * dim, 1024, [&](int64_t a, int64_t b) {
+  auto body = [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) {
       float g = gate[i];
       out[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
-  });
+  };
+  if (rows * dim < 8192) {
+    body(0, rows * dim);
+  } else {
+    ctx.pool.parallel_for(rows * dim, 1024, body);
+  }
 }
 
 void paged_attention(CpuContext& ctx, const PagedAttentionArgs& a) {

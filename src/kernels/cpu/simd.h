@@ -1,7 +1,7 @@
 // Inner loops of the CPU kernels: dot products of f32 activations with f32 / bf16 / f16
 // / packed 4- and 8-bit weights. AVX2 + FMA when the build targets them (HEARTH_NATIVE,
-// the default, or -mavx2 -mfma), a portable loop otherwise; AVX-512 builds use the same
-// 256-bit code, which already saturates memory bandwidth on mat-vec.
+// the default, or -mavx2 -mfma), a portable loop otherwise. AVX-512 builds run the decode
+// mat-vec through matvec_rows.h instead.
 #pragma once
 
 #include <cstdint>

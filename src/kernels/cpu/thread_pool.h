@@ -1,14 +1,13 @@
 // ThreadPool: the fixed set of worker threads the CPU kernels split work over. One pool
-// lives in an explicit CpuContext (never a global, never a thread per call); the calling
-// thread takes a share of every parallel_for, and workers spin briefly before sleeping
-// so back-to-back decode kernels do not pay a wake-up each.
+// lives in an explicit CpuContext (never a global, never a thread per call). Chunks are
+// claimed dynamically, the calling thread included, so a worker the OS has not scheduled
+// (an oversubscribed machine) delays nothing: the caller takes its share. Idle workers spin
+// for a few microseconds (back-to-back decode kernels) and then sleep on a futex.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -24,32 +23,36 @@ class ThreadPool {
 
   int size() const { return num_threads_; }
 
-  // Calls fn(begin, end) over [0, n) split into at most size() contiguous chunks whose
-  // boundaries are multiples of `grain` (except the last); returns when all are done.
-  // Not reentrant: fn must not call parallel_for.
+  // Calls fn(begin, end) over [0, n) split into contiguous chunks whose boundaries are
+  // multiples of `grain` (except the last); returns when all are done. Runs inline when
+  // there is a single chunk. Not reentrant: fn must not call parallel_for.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
-  void run_chunk(int index);
+  void worker_loop();
+  // Claims and runs chunks of the job published as `generation` until none are left.
+  void run_chunks(uint32_t generation);
 
   int num_threads_ = 1;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // Bumped to publish a job (and on shutdown); workers sleep on it.
+  std::atomic<uint32_t> generation_{0};
+  // generation << 32 | chunks << 16 | next chunk index: a claim is a CAS, which fails for a
+  // stale job, and no job field is read before a claim succeeds.
+  std::atomic<uint64_t> next_{0};
+  std::atomic<uint32_t> done_{0};             // chunks finished in the current job
+  std::atomic<int> sleepers_{0};              // workers asleep (or about to be) on generation_
+  std::atomic<bool> caller_sleeping_{false};  // the caller is asleep on done_
   std::atomic<bool> stop_{false};
-  // The job of the current generation.
+  // The current job, written before generation_ / next_ publish it.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  int64_t job_grain_ = 1;
-  int job_chunks_ = 0;
+  int64_t job_chunk_ = 1;  // elements per chunk (a multiple of the grain)
 };
 
 // The CPU backend's context: its thread pool, owned by whoever runs the model.
 struct CpuContext {
-  explicit CpuContext(int threads) : pool(threads) {}
+  explicit CpuContext(int threads);
   ThreadPool pool;
 };
 

@@ -1,0 +1,121 @@
+// One weight row against M activation rows (M <= kMatVecMaxRows) for the decode mat-vec:
+// the weight row is read once and every activation row consumes it, and quantized groups
+// accumulate in vector registers (one horizontal sum per row, not per group). AVX-512 when
+// the build targets it (HEARTH_NATIVE on an AVX-512 machine, or -mavx512f -mavx512bw);
+// otherwise ops.cpp keeps the AVX2 dot products of simd.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/simd.h"
+#include "kernels/weight.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define HEARTH_CPU_AVX512 1
+#endif
+
+namespace hearth::kernels::cpu {
+
+#ifdef HEARTH_CPU_AVX512
+
+inline __m512 load_bf16x16(const uint16_t* p) {
+  __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+inline __m512 load_f16x16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load_w16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load_w16(const uint16_t* p, DType dtype) {
+  return dtype == DType::kBF16 ? load_bf16x16(p) : load_f16x16(p);
+}
+
+// y[i] = w_row · x[i] for a float / bf16 / f16 row of `cols` elements; x rows `stride` apart.
+template <int M>
+void dense_row_avx512(const WeightMatrix& w, int64_t r, const float* x, int64_t stride, float* y) {
+  const int64_t cols = w.cols;
+  __m512 acc[M][2];
+  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  int64_t c = 0;
+  auto load = [&](int64_t at) {
+    if (w.dtype == DType::kF32)
+      return _mm512_loadu_ps(static_cast<const float*>(w.data) + r * cols + at);
+    return load_w16(static_cast<const uint16_t*>(w.data) + r * cols + at, w.dtype);
+  };
+  for (; c + 32 <= cols; c += 32) {
+    const __m512 w0 = load(c);
+    const __m512 w1 = load(c + 16);
+    for (int i = 0; i < M; ++i) {
+      acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * stride + c), acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * stride + c + 16), acc[i][1]);
+    }
+  }
+  for (; c + 16 <= cols; c += 16) {
+    const __m512 w0 = load(c);
+    for (int i = 0; i < M; ++i) {
+      acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * stride + c), acc[i][0]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]));
+    for (int64_t t = c; t < cols; ++t) {
+      float wv = w.dtype == DType::kF32 ? static_cast<const float*>(w.data)[r * cols + t]
+                                        : read_scalar(w.data, w.dtype, r * cols + t);
+      s += wv * x[i * stride + t];
+    }
+    y[i] = s;
+  }
+}
+
+// 16 quantized values of a group as floats: 8-bit from 16 bytes, 4-bit from 8 bytes.
+inline __m512 load_q8x16(const uint8_t* q) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
+}
+inline __m512 load_q4x16(const uint8_t* q) {
+  // Each byte holds two values, the lower nibble first: duplicate the bytes, then shift
+  // odd lanes by 4.
+  __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
+  __m512i lanes = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(bytes, bytes));
+  const __m512i shifts = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
+  return _mm512_cvtepi32_ps(
+      _mm512_and_si512(_mm512_srlv_epi32(lanes, shifts), _mm512_set1_epi32(0xf)));
+}
+
+// y[i] = sum_g scale_g (q_g · x_g) + bias_g sum(x_g) for one quantized row (group sizes a
+// multiple of 16). `scales` / `biases`: the row's [groups] values as floats; `group_sums`:
+// [M, groups] sums of x over each group.
+template <int M, int Bits>
+void quant_row_avx512(const uint8_t* q, int64_t cols, int group_size, const float* scales,
+                      const float* biases, const float* x, int64_t stride, const float* group_sums,
+                      float* y) {
+  const int64_t groups = cols / group_size;
+  __m512 acc[M];
+  float bias_acc[M];
+  for (int i = 0; i < M; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    bias_acc[i] = 0.0f;
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512 gacc[M];
+    for (int i = 0; i < M; ++i) gacc[i] = _mm512_setzero_ps();
+    const uint8_t* qg = q + g * group_size * Bits / 8;
+    for (int c = 0; c < group_size; c += 16) {
+      const __m512 qf = Bits == 8 ? load_q8x16(qg + c) : load_q4x16(qg + c / 2);
+      for (int i = 0; i < M; ++i) {
+        gacc[i] =
+            _mm512_fmadd_ps(qf, _mm512_loadu_ps(x + i * stride + g * group_size + c), gacc[i]);
+      }
+    }
+    const __m512 s = _mm512_set1_ps(scales[g]);
+    for (int i = 0; i < M; ++i) {
+      acc[i] = _mm512_fmadd_ps(s, gacc[i], acc[i]);
+      bias_acc[i] += biases[g] * group_sums[i * groups + g];
+    }
+  }
+  for (int i = 0; i < M; ++i) y[i] = _mm512_reduce_add_ps(acc[i]) + bias_acc[i];
+}
+
+#endif  // HEARTH_CPU_AVX512
+
+}  // namespace hearth::kernels::cpu
