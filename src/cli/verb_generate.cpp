@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "base/clock.h"
+#include "cli/device_flags.h"
 #include "cli/verb.h"
 #include "engine/engine.h"
 #include "hub/hub_config.h"
@@ -40,6 +41,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool json = false;
   int threads = 0;
+  DeviceArgs device;
 };
 
 // Tokens and the finish as the engine thread reports them, waited on by the main thread.
@@ -164,7 +166,9 @@ int run_generate(const GenerateArgs& args) {
   if (!ids.ok()) return fail(ids.status());
   if (ids->empty()) return fail(invalid_argument_error("the prompt encodes to no tokens"));
 
-  auto model = load_model(*dir, LoadOptions{args.threads, KernelKind::kCpu});
+  auto load_options = device_load_options(args.device, args.threads);
+  if (!load_options.ok()) return fail(load_options.status());
+  auto model = load_model(*dir, *load_options);
   if (!model.ok()) return fail(model.status());
   const ModelConfig& config = (*model)->config();
   engine::SamplingParams params = sampling_params(args, config);
@@ -193,6 +197,10 @@ int run_generate(const GenerateArgs& args) {
       options.eos_ids.push_back(id);
     }
   }
+  Status budget = check_host_memory_budget(
+      *load_options, **model,
+      static_cast<uint64_t>(options.num_blocks) * (*model)->kv_bytes_per_block(options.block_size));
+  if (!budget.ok()) return fail(budget);
   auto engine = engine::Engine::create(std::move(model).value(), options);
   if (!engine.ok()) return fail(engine.status());
 
@@ -277,6 +285,7 @@ Verb add_generate_verb(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   cmd->add_option("--threads", args->threads, "CPU threads (0: every available core)")
       ->capture_default_str();
+  add_device_flags(cmd, args->device);
   return Verb{cmd, [args] { return run_generate(*args); }};
 }
 

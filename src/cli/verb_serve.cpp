@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "base/log.h"
+#include "cli/device_flags.h"
 #include "cli/verb.h"
 #include "engine/engine.h"
 #include "hub/hub_config.h"
@@ -39,6 +40,8 @@ struct ServeArgs {
   std::optional<int> top_k;
   std::optional<int> max_tokens;
   std::string thinking;  // "", "true", "false"
+  DeviceArgs device;
+  double gpu_memory_utilization = 0;
 };
 
 int fail(const Status& st) {
@@ -87,7 +90,9 @@ int run_serve(const ServeArgs& args) {
     spdlog::warn("no usable chat template ({}); only /v1/completions will work",
                  t.status().message());
   }
-  auto model = load_model(dir, LoadOptions{args.threads, KernelKind::kCpu});
+  auto load_options = device_load_options(args.device, args.threads);
+  if (!load_options.ok()) return fail(load_options.status());
+  auto model = load_model(dir, *load_options);
   if (!model.ok()) return fail(model.status());
   spdlog::info("{}", (*model)->describe());
   engine::EngineOptions eo;
@@ -97,6 +102,10 @@ int run_serve(const ServeArgs& args) {
   eo.block_size = args.block_size;
   eo.max_context = args.max_model_len;
   eo.cache_namespace = id;
+  // On a GPU the pool is sized from the device memory left after the weights (the model
+  // reports it); on CPU from RAM. Both under --memory-budget and the utilization share.
+  eo.memory_budget_gb = args.device.memory_budget_gb;
+  eo.gpu_memory_utilization = args.gpu_memory_utilization;
   auto engine = engine::Engine::create(std::move(*model), eo);
   if (!engine.ok()) return fail(engine.status());
 
@@ -139,6 +148,12 @@ Verb add_serve_verb(CLI::App& app) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads for the model (0: every core)")
+      ->capture_default_str();
+  add_device_flags(cmd, args->device);
+  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
+                  "Share of the device's memory (RAM on CPU) for weights + KV + headroom when "
+                  "the KV pool is sized automatically (0: 0.9 on a GPU, 0.5 on CPU)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--batch,--decode-concurrency", args->batch,
                   "Max requests decoded together (1 = strict serial)")

@@ -42,8 +42,14 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
     s.num_blocks = options.num_blocks;
   } else {
     kv::KvMemoryInputs in;
+    // A GPU model reports its device's memory after the weights (free = what its budget
+    // still allows); a CPU model lives in this machine's RAM.
+    std::optional<DeviceMemoryUsage> model_device = model.device_memory();
+    const bool on_device = options.device_memory.has_value() || model_device.has_value();
     if (options.device_memory) {
       in.device = *options.device_memory;
+    } else if (model_device) {
+      in.device = kv::DeviceMemory{model_device->total_bytes, model_device->free_bytes};
     } else {
       HEARTH_ASSIGN_OR_RETURN(in.device, kv::system_memory());
     }
@@ -53,7 +59,7 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
                             ? static_cast<uint64_t>(options.headroom_gb * 1e9)
                             : estimate_headroom_bytes(config, s.max_batched_tokens, s.max_running);
     in.utilization = options.gpu_memory_utilization > 0 ? options.gpu_memory_utilization
-                     : options.device_memory            ? kDefaultGpuMemoryUtilization
+                     : on_device                        ? kDefaultGpuMemoryUtilization
                                                         : kDefaultCpuMemoryUtilization;
     // A positive budget never rounds down to 0 ("automatic").
     auto bytes = [](double gb) {

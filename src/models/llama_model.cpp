@@ -10,6 +10,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/ref/ops.h"
+#include "models/device.h"
 
 namespace hearth {
 
@@ -275,6 +276,7 @@ Status LlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOptions& options) {
+  if (options.device == Device::kCuda) return load_cuda_model_from(dir, options);
   HEARTH_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   auto store = WeightStore::open(dir);
   if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));

@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -42,9 +44,47 @@ enum class KernelKind {
   kReference,  // plain C++ from kernels/ref: slow, the oracle for the fast paths
 };
 
+// Where the forward runs. kCuda needs a build with the CUDA backend and a device.
+enum class Device { kCpu, kCuda };
+
 struct LoadOptions {
   int threads = 0;  // 0: every core the process may run on
   KernelKind kernels = KernelKind::kCpu;
+  Device device = Device::kCpu;
+  int device_index = 0;  // CUDA device ordinal
+  // kCuda: bytes of device memory the model may allocate (weights, KV, scratch); 0 = the
+  // device's free memory minus a reserve for the runtime.
+  uint64_t memory_budget_bytes = 0;
+  bool compiled_decode = true;  // kCuda: replay decode steps as CUDA graphs
+  bool show_progress = false;   // kCuda: log weight-upload progress
+};
+
+// How one logits row becomes a token on the device: engine::SamplingParams minus what
+// needs the host (logprobs, XTC), plus the request's context for the penalties.
+struct RowSampling {
+  // The row needs the host sampler (logprobs, XTC): forward_sample copies its logits out
+  // instead of sampling it.
+  bool on_host = false;
+  float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::span<const std::pair<int32_t, float>> logit_bias;
+  std::span<const int32_t> prompt_tokens;  // repetition penalty: prompt + output
+  std::span<const int32_t> output_tokens;  // presence / frequency: output only
+  uint64_t seed = 0;                       // the draw is a function of (seed, step)
+  uint64_t step = 0;
+};
+
+// Device memory as the model sees it (a GPU backend); the engine sizes the KV pool from it.
+struct DeviceMemoryUsage {
+  uint64_t total_bytes = 0;  // the device's capacity
+  uint64_t free_bytes = 0;   // what the model may still allocate (device free, under budget)
+  uint64_t used_bytes = 0;   // allocated by the model now
+  uint64_t peak_bytes = 0;   // most ever allocated by the model
 };
 
 class Model {
@@ -67,6 +107,19 @@ class Model {
   // the batch (token ids, block ids, slot ranges) and returns an error instead of
   // touching memory it does not own.
   virtual Status forward(const ForwardBatch& batch, std::span<float> logits) = 0;
+
+  // True when forward_sample samples on the device (only token ids cross to the host).
+  virtual bool samples_on_device() const { return false; }
+  // Runs the batch like forward(), then turns logit row i into tokens[i] with rows[i] on
+  // the device; rows marked on_host instead get their logits written, in order, to
+  // host_logits [number of on_host rows, vocab]. Greedy ids equal forward() + the host
+  // sampler's; seeded draws are the device's own (reproducible per seed and step).
+  // Unsupported unless samples_on_device().
+  virtual Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                                std::span<int32_t> tokens, std::span<float> host_logits);
+
+  // Device memory figures; nullopt for a model in host RAM.
+  virtual std::optional<DeviceMemoryUsage> device_memory() const { return std::nullopt; }
 
   // Bytes of weights resident (mapped or copied) and a one-line summary of the
   // performance levers in effect ("cpu, 2 threads, avx512, weights bf16 ...").

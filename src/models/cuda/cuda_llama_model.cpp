@@ -24,6 +24,7 @@
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope_kv_write.cuh"
+#include "models/cuda/device_sampler.h"
 #include "models/llama_model.h"
 #include "models/rope.h"
 #include "models/safetensors.h"
@@ -191,6 +192,7 @@ class CudaLlamaModel : public Model {
       : config_(std::move(config)),
         ctx_(std::move(ctx)),
         gemm_(*ctx_),
+        sampler_(*ctx_),
         compiled_decode_(compiled_decode) {}
   ~CudaLlamaModel() override { clear_graphs(); }
 
@@ -205,11 +207,15 @@ class CudaLlamaModel : public Model {
   }
   Status copy_kv_block(int src, int dst) override;
   Status forward(const ForwardBatch& batch, std::span<float> logits) override;
+  bool samples_on_device() const override { return true; }
+  Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                        std::span<int32_t> tokens, std::span<float> host_logits) override;
+  std::optional<DeviceMemoryUsage> device_memory() const override;
   std::size_t weight_bytes() const override { return weight_bytes_; }
   std::string describe() const override;
 
  private:
-  Status validate(const ForwardBatch& b, std::span<float> logits) const;
+  Status validate(const ForwardBatch& b) const;
   Status ensure(DeviceBuffer& buf, std::size_t bytes, const char* what);
   // y[m, l.n] = x[m, l.k] · l.wᵀ (+ bias); y bf16, or f32 for logits.
   Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
@@ -226,10 +232,15 @@ class CudaLlamaModel : public Model {
   Status run_step(const StepShape& shape);
   Status run_graph(const StepShape& shape);
   void clear_graphs();
+  // Validates the batch, uploads its step metadata (one copy from pinned memory), sizes the
+  // scratch buffers and launches the step (graph replay for small steps); no host sync.
+  Status launch(const ForwardBatch& batch);
 
   ModelConfig config_;
   std::unique_ptr<DeviceContext> ctx_;
   cuda::GemmBf16 gemm_;
+  DeviceSampler sampler_;
+  PinnedBuffer meta_staging_;  // host side of meta_
   std::size_t weight_bytes_ = 0;
   bool quantized_ = false;
   int rotary_dim_ = 0;
@@ -344,7 +355,7 @@ Status CudaLlamaModel::copy_kv_block(int src, int dst) {
   return ctx_->synchronize();
 }
 
-Status CudaLlamaModel::validate(const ForwardBatch& b, std::span<float> logits) const {
+Status CudaLlamaModel::validate(const ForwardBatch& b) const {
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   if (num_blocks_ == 0) return invalid_argument_error("forward before create_kv_cache");
   if (n == 0) return invalid_argument_error("empty batch");
@@ -387,10 +398,6 @@ Status CudaLlamaModel::validate(const ForwardBatch& b, std::span<float> logits) 
   }
   for (int32_t r : b.logit_rows) {
     if (r < 0 || r >= n) return invalid_argument_error("logit row {} outside the batch", r);
-  }
-  if (logits.size() != b.logit_rows.size() * static_cast<std::size_t>(config_.vocab_size)) {
-    return invalid_argument_error("logits span of {} floats, need {} x {}", logits.size(),
-                                  b.logit_rows.size(), config_.vocab_size);
   }
   return ok_status();
 }
@@ -585,8 +592,8 @@ void CudaLlamaModel::clear_graphs() {
   graphs_.clear();
 }
 
-Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
-  HEARTH_RETURN_IF_ERROR(validate(batch, logits));
+Status CudaLlamaModel::launch(const ForwardBatch& batch) {
+  HEARTH_RETURN_IF_ERROR(validate(batch));
   const ModelConfig& c = config_;
   cudaStream_t st = ctx_->stream();
   const int n = static_cast<int>(batch.tokens.size());
@@ -647,8 +654,12 @@ Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logit
     off_freq = append(image, rope_tables(c, max_kv).inv_freq);
   }
   HEARTH_RETURN_IF_ERROR(ensure(meta_, image.size(), "step metadata"));
+  // Pinned staging: a true async DMA. The previous step synchronized before returning, so
+  // its upload from this buffer is complete.
+  HEARTH_RETURN_IF_ERROR(meta_staging_.ensure(image.size()));
+  std::memcpy(meta_staging_.data(), image.data(), image.size());
   HEARTH_RETURN_IF_ERROR(cuda_status(
-      cudaMemcpyAsync(meta_.data(), image.data(), image.size(), cudaMemcpyHostToDevice, st),
+      cudaMemcpyAsync(meta_.data(), meta_staging_.data(), image.size(), cudaMemcpyHostToDevice, st),
       "uploading step metadata"));
   const int splits = cuda::paged_attention_num_splits(n, c.num_heads, max_kv,
                                                       ctx_->properties().multiProcessorCount);
@@ -669,20 +680,65 @@ Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logit
 
   const StepShape shape{n,         num_seqs, ld_table, splits,     rows,     off_tokens, off_pos,
                         off_slots, off_qs,   off_kv,   off_tables, off_rows, off_freq};
-  if (rows == 0) {
-    HEARTH_RETURN_IF_ERROR(run_step(shape));
-    return ctx_->synchronize();
+  if (rows > 0 && compiled_decode_ && n <= CudaLoadOptions::kMaxGraphTokens) {
+    return run_graph(shape);
   }
-  if (compiled_decode_ && n <= CudaLoadOptions::kMaxGraphTokens) {
-    HEARTH_RETURN_IF_ERROR(run_graph(shape));
-  } else {
-    HEARTH_RETURN_IF_ERROR(run_step(shape));
+  return run_step(shape);
+}
+
+Status CudaLlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
+  if (logits.size() != batch.logit_rows.size() * static_cast<std::size_t>(config_.vocab_size)) {
+    return invalid_argument_error("logits span of {} floats, need {} x {}", logits.size(),
+                                  batch.logit_rows.size(), config_.vocab_size);
   }
+  HEARTH_RETURN_IF_ERROR(launch(batch));
+  if (batch.logit_rows.empty()) return ctx_->synchronize();
+  cudaStream_t st = ctx_->stream();
   HEARTH_RETURN_IF_ERROR(
       cuda_status(cudaMemcpyAsync(logits.data(), logits_.data(), logits.size() * sizeof(float),
                                   cudaMemcpyDeviceToHost, st),
                   "downloading logits"));
   return ctx_->synchronize();
+}
+
+Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                                      std::span<int32_t> tokens, std::span<float> host_logits) {
+  if (rows.size() != batch.logit_rows.size() || tokens.size() != rows.size()) {
+    return invalid_argument_error("{} sampling rows and {} token slots for {} logit rows",
+                                  rows.size(), tokens.size(), batch.logit_rows.size());
+  }
+  const std::size_t vocab = static_cast<std::size_t>(config_.vocab_size);
+  const auto host_rows = static_cast<std::size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const RowSampling& r) { return r.on_host; }));
+  if (host_logits.size() != host_rows * vocab) {
+    return invalid_argument_error("host logits span of {} floats, need {} x {}", host_logits.size(),
+                                  host_rows, vocab);
+  }
+  HEARTH_RETURN_IF_ERROR(launch(batch));
+  if (rows.empty()) return ctx_->synchronize();
+  // Host rows leave before the sampling kernels touch the logits (same stream, in order).
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].on_host) continue;
+    HEARTH_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(host_logits.data() + out * vocab, logits_.as<float>() + i * vocab,
+                        vocab * sizeof(float), cudaMemcpyDeviceToHost, ctx_->stream()),
+        "downloading logits"));
+    ++out;
+  }
+  return sampler_.sample(logits_.as<float>(), config_.vocab_size, rows, tokens);
+}
+
+std::optional<DeviceMemoryUsage> CudaLlamaModel::device_memory() const {
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+  DeviceMemoryUsage m;
+  m.total_bytes = total;
+  m.used_bytes = ctx_->used();
+  m.peak_bytes = ctx_->peak();
+  const std::size_t budget_left = ctx_->budget() > ctx_->used() ? ctx_->budget() - ctx_->used() : 0;
+  m.free_bytes = std::min(free, budget_left);
+  return m;
 }
 
 }  // namespace

@@ -1,0 +1,72 @@
+// --device / --compiled-decode / --memory-budget: one definition of their text, choices
+// and checks for every verb that loads a model.
+#include "cli/device_flags.h"
+
+#include <cmath>
+
+#include "models/device.h"
+
+namespace hearth::cli {
+
+void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
+  cmd->add_option("--device", args.device,
+                  "Where the model runs: cuda, cpu, or auto (cuda when this build has the CUDA "
+                  "backend and a GPU is visible, else cpu)")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  cmd->add_option("--compiled-decode", args.compiled_decode,
+                  "CUDA: capture decode steps as CUDA graphs and replay them (output is "
+                  "bit-identical to eager)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-budget", args.memory_budget_gb,
+                  "Cap in GB (decimal) on the memory the model may use for weights + KV + "
+                  "scratch: device memory on CUDA, RAM for the KV pool on CPU; 0 = no cap")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
+  LoadOptions options;
+  options.threads = threads;
+  options.kernels = KernelKind::kCpu;
+  HEARTH_ASSIGN_OR_RETURN(options.device, parse_device(args.device));
+  if (options.device == Device::kCuda) {
+    if (!cuda_backend_built()) {
+      return unavailable_error(
+          "--device cuda: this hearth was built without the CUDA backend (rebuild with "
+          "-DHEARTH_CUDA=ON) — use --device cpu");
+    }
+    if (cuda_device_count() == 0) {
+      return unavailable_error(
+          "--device cuda: no CUDA device is visible (no GPU, or no driver) — use --device cpu");
+    }
+  }
+  if (args.compiled_decode != "on" && args.compiled_decode != "off") {
+    return invalid_argument_error("--compiled-decode must be on or off, got '{}'",
+                                  args.compiled_decode);
+  }
+  options.compiled_decode = args.compiled_decode == "on";
+  if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
+    return invalid_argument_error("--memory-budget must be a finite number >= 0");
+  }
+  options.memory_budget_bytes = static_cast<uint64_t>(args.memory_budget_gb * 1e9);
+  options.show_progress = true;
+  return options;
+}
+
+Status check_host_memory_budget(const LoadOptions& options, const Model& model, uint64_t kv_bytes) {
+  if (options.device != Device::kCpu || options.memory_budget_bytes == 0) return ok_status();
+  const uint64_t need = model.weight_bytes() + kv_bytes;
+  if (need <= options.memory_budget_bytes) return ok_status();
+  return out_of_memory_error("weights {:.2f} GB + KV {:.2f} GB exceed --memory-budget {:.2f} GB",
+                             static_cast<double>(model.weight_bytes()) * 1e-9,
+                             static_cast<double>(kv_bytes) * 1e-9,
+                             static_cast<double>(options.memory_budget_bytes) * 1e-9);
+}
+
+std::string device_label(const LoadOptions& options) {
+  return std::string(device_name(options.device));
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,51 @@
+// DeviceSampler: turns the logits rows a CUDA forward left on the device into token ids
+// with each row's RowSampling, so only ids (4 bytes a row) cross to the host. Owns the
+// pinned staging buffers and the device copies of the per-step sampling parameters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "base/status.h"
+#include "kernels/cuda/device_context.h"
+#include "models/model.h"
+
+namespace hearth {
+
+// Page-locked host memory (cudaMallocHost): host <-> device copies from it are true
+// asynchronous DMA; pageable memory is staged by the driver first.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  Status ensure(std::size_t bytes);  // grows (contents lost) when smaller than bytes
+  char* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> data_;
+  std::size_t size_ = 0;
+};
+
+class DeviceSampler {
+ public:
+  explicit DeviceSampler(cuda::DeviceContext& ctx) : ctx_(ctx) {}
+
+  // Samples rows.size() rows of logits [rows, vocab] (f32, device, modified in place) on the
+  // context's stream, then copies the ids into `tokens` and waits for them.
+  Status sample(float* logits, int vocab, std::span<const RowSampling> rows,
+                std::span<int32_t> tokens);
+
+ private:
+  cuda::DeviceContext& ctx_;
+  PinnedBuffer staging_;       // host image of the parameters, then the ids coming back
+  cuda::DeviceBuffer image_;   // device copy of the parameter image
+  cuda::DeviceBuffer counts_;  // penalty counters [2, rows, vocab]
+  cuda::DeviceBuffer out_;     // int32 [rows]
+};
+
+}  // namespace hearth
