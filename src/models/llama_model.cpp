@@ -72,10 +72,10 @@ std::string LlamaModel::describe() const {
                           weights_.layers[0].q.w.group_size,
                           dtype_name(weights_.layers[0].q.w.scale_dtype));
   }
-  return fmt::format("{} kernels, {} threads, {}, f32 compute, weights {}, prefill GEMM {}",
-                     kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(),
-                     cpu::simd_name(), weights,
-                     kernels_ == KernelKind::kCpu ? "OpenBLAS sgemm" : "reference loops");
+  return fmt::format(
+      "{} kernels, {} threads, {}, f32 compute, weights {}, prefill GEMM {}",
+      kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(), cpu::simd_name(),
+      weights, kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_) : "reference loops");
 }
 
 Status LlamaModel::validate(const ForwardBatch& b, std::span<float> logits) const {

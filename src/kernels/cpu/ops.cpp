@@ -28,6 +28,15 @@ const char* simd_name() {
 #endif
 }
 
+std::string prefill_gemm_name(const CpuContext& ctx) {
+#ifdef HEARTH_CPU_AVX512
+  if (!ctx.blas_has_avx2_kernels) {
+    return "hearth avx512 blocked (OpenBLAS core " + ctx.blas_core + " has no AVX2 kernels)";
+  }
+#endif
+  return "OpenBLAS sgemm (" + ctx.blas_core + ")";
+}
+
 namespace {
 
 // Rows of the weight handled per parallel_for unit in mat-vec.
@@ -119,7 +128,9 @@ bool matvec_rows_avx512(const WeightMatrix& w, const float* x, int64_t m, const 
 }
 #endif
 
-void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+// [m, groups] sums of each activation row over each quantization group (empty when w is
+// not quantized): the bias term of a quantized dot product.
+std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t m) {
   std::vector<float> group_sums;
   if (w.quantized()) {
     const int64_t groups = w.cols / w.group_size;
@@ -132,6 +143,36 @@ void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
       }
     }
   }
+  return group_sums;
+}
+
+#ifdef HEARTH_CPU_AVX512
+// Prefill-sized batches with the AVX-512 row kernels: weight rows in tiles of kBlockRows
+// (kept in L1/L2), each tile against the activations four rows at a time; quantized
+// weights are used in place, never expanded to f32. False when the format has no kernel.
+bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m,
+                           float* y) {
+  constexpr int64_t kBlockRows = 32;
+  if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
+  const std::vector<float> group_sums = group_sums_of(w, x, m);
+  const int64_t groups = w.quantized() ? w.cols / w.group_size : 0;
+  ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
+    for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
+      const int64_t r1 = std::min(b, r0 + kBlockRows);
+      for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
+        const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
+        matvec_rows_avx512(w, x + i0 * w.cols, rows,
+                           group_sums.empty() ? nullptr : group_sums.data() + i0 * groups, r0, r1,
+                           y + i0 * w.rows);
+      }
+    }
+  });
+  return true;
+}
+#endif
+
+void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  const std::vector<float> group_sums = group_sums_of(w, x, m);
   auto body = [&](int64_t r0, int64_t r1) {
 #ifdef HEARTH_CPU_AVX512
     if (matvec_rows_avx512(w, x, m, group_sums.data(), r0, r1, y)) return;
@@ -186,6 +227,9 @@ void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
     matvec(ctx, w, x, m, y);
     return;
   }
+#ifdef HEARTH_CPU_AVX512
+  if (!ctx.blas_has_avx2_kernels && blocked_linear_avx512(ctx, w, x, m, y)) return;
+#endif
   const int n = static_cast<int>(w.rows);
   const int k = static_cast<int>(w.cols);
   // Each chunk of weight rows is converted to f32 a tile at a time (the tile stays in cache)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/weight.h"
@@ -12,8 +13,12 @@ namespace hearth::kernels::cpu {
 
 // Tuning: batches of at most this many rows use the mat-vec kernel (weights streamed
 // once, all rows against each weight row); larger ones dequantize weight tiles to f32 and
-// run OpenBLAS sgemm.
+// run OpenBLAS sgemm, or (AVX-512 builds, OpenBLAS without AVX2 kernels for this CPU) run
+// the mat-vec row kernels over weight tiles, four activation rows at a time.
 inline constexpr int64_t kMatVecMaxRows = 4;
+
+// What linear() uses for batches over kMatVecMaxRows rows on this machine.
+std::string prefill_gemm_name(const CpuContext& ctx);
 
 // y[m, w.rows] = x[m, w.cols] · wᵀ
 void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y);

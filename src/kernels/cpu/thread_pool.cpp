@@ -66,6 +66,11 @@ CpuContext::CpuContext(int threads) : pool(threads) {
   // pool's size is the only thread count in play and its threads never compete with
   // OpenBLAS's own.
   openblas_set_num_threads(1);
+  const char* core = openblas_get_corename();
+  blas_core = core != nullptr ? core : "";
+  for (const char* fast : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    blas_has_avx2_kernels = blas_has_avx2_kernels || blas_core == fast;
+  }
 }
 
 ThreadPool::ThreadPool(int threads) {
