@@ -30,40 +30,39 @@ inline __m512 load_w16(const uint16_t* p, DType dtype) {
   return dtype == DType::kBF16 ? load_bf16x16(p) : load_f16x16(p);
 }
 
-// y[i] = w_row · x[i] for a float / bf16 / f16 row of `cols` elements; x rows `stride` apart.
-template <int M>
-void dense_row_avx512(const WeightMatrix& w, int64_t r, const float* x, int64_t stride, float* y) {
+// y[i * R + j] = w_row(r + j) · x[i] for R consecutive float / bf16 / f16 rows and M
+// activation rows `stride` apart: each loaded activation vector feeds R rows and each
+// weight vector M rows (R x M accumulators in registers).
+template <int R, int M>
+void dense_rows_avx512(const WeightMatrix& w, int64_t r, const float* x, int64_t stride, float* y) {
   const int64_t cols = w.cols;
-  __m512 acc[M][2];
-  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  int64_t c = 0;
-  auto load = [&](int64_t at) {
-    if (w.dtype == DType::kF32)
-      return _mm512_loadu_ps(static_cast<const float*>(w.data) + r * cols + at);
-    return load_w16(static_cast<const uint16_t*>(w.data) + r * cols + at, w.dtype);
+  __m512 acc[R][M];
+  for (int j = 0; j < R; ++j) {
+    for (int i = 0; i < M; ++i) acc[j][i] = _mm512_setzero_ps();
+  }
+  auto load = [&](int j, int64_t at) {
+    if (w.dtype == DType::kF32) {
+      return _mm512_loadu_ps(static_cast<const float*>(w.data) + (r + j) * cols + at);
+    }
+    return load_w16(static_cast<const uint16_t*>(w.data) + (r + j) * cols + at, w.dtype);
   };
-  for (; c + 32 <= cols; c += 32) {
-    const __m512 w0 = load(c);
-    const __m512 w1 = load(c + 16);
-    for (int i = 0; i < M; ++i) {
-      acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * stride + c), acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * stride + c + 16), acc[i][1]);
-    }
-  }
+  int64_t c = 0;
   for (; c + 16 <= cols; c += 16) {
-    const __m512 w0 = load(c);
+    __m512 wv[R];
+    for (int j = 0; j < R; ++j) wv[j] = load(j, c);
     for (int i = 0; i < M; ++i) {
-      acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * stride + c), acc[i][0]);
+      const __m512 xv = _mm512_loadu_ps(x + i * stride + c);
+      for (int j = 0; j < R; ++j) acc[j][i] = _mm512_fmadd_ps(wv[j], xv, acc[j][i]);
     }
   }
-  for (int i = 0; i < M; ++i) {
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]));
-    for (int64_t t = c; t < cols; ++t) {
-      float wv = w.dtype == DType::kF32 ? static_cast<const float*>(w.data)[r * cols + t]
-                                        : read_scalar(w.data, w.dtype, r * cols + t);
-      s += wv * x[i * stride + t];
+  for (int j = 0; j < R; ++j) {
+    for (int i = 0; i < M; ++i) {
+      float s = _mm512_reduce_add_ps(acc[j][i]);
+      for (int64_t t = c; t < cols; ++t) {
+        s += read_scalar(w.data, w.dtype, (r + j) * cols + t) * x[i * stride + t];
+      }
+      y[i * R + j] = s;
     }
-    y[i] = s;
   }
 }
 

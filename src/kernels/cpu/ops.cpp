@@ -75,10 +75,20 @@ float row_dot(const WeightMatrix& w, int64_t r, const float* x, const float* gro
 template <int M>
 void rows_avx512(const WeightMatrix& w, const float* x, const float* group_sums, int64_t r0,
                  int64_t r1, float* y) {
-  float out[M];
+  float out[M * 4];
   if (!w.quantized()) {
-    for (int64_t r = r0; r < r1; ++r) {
-      dense_row_avx512<M>(w, r, x, w.cols, out);
+    int64_t r = r0;
+    // Four weight rows per step: with four activation rows that is 16 accumulators, half
+    // of the 32 vector registers.
+    constexpr int kRows = 4;
+    for (; r + kRows <= r1; r += kRows) {
+      dense_rows_avx512<kRows, M>(w, r, x, w.cols, out);
+      for (int i = 0; i < M; ++i) {
+        for (int j = 0; j < kRows; ++j) y[i * w.rows + r + j] = out[i * kRows + j];
+      }
+    }
+    for (; r < r1; ++r) {
+      dense_rows_avx512<1, M>(w, r, x, w.cols, out);
       for (int i = 0; i < M; ++i) y[i * w.rows + r] = out[i];
     }
     return;
