@@ -151,7 +151,10 @@ void Engine::shutdown() {
     stopping_ = true;
   }
   wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  // Concurrent callers (a signal handler's thread and a destructor) all return once joined.
+  std::call_once(join_once_, [this] {
+    if (thread_.joinable()) thread_.join();
+  });
 }
 
 void Engine::run() {

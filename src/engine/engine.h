@@ -88,6 +88,7 @@ class Engine {
   EngineStats stats_;                               // guarded by mutex_
   std::atomic<RequestId> next_id_{1};
   std::thread thread_;
+  std::once_flag join_once_;
 };
 
 // Sizes the pool: explicit num_blocks; else kv_budget_gb (checked against free memory and

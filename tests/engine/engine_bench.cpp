@@ -3,7 +3,7 @@
 // `hearth benchmark` times (paired, interleaved runs), and CPU speed per KV block size.
 // A measurement tool, not a test: it is built with the tests but CTest does not run it.
 #include <fmt/format.h>
-#include <sys/resource.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -34,11 +34,12 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// CPU time of the whole process (every thread): unlike wall time, it barely moves when other
+// processes take the cores, so paired CPU figures stay comparable on a busy machine.
 double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // Forwards to the real model and adds up the wall time spent inside forward(), so that the
@@ -58,8 +59,10 @@ class TimedModel : public Model {
   Status copy_kv_block(int src, int dst) override { return inner_->copy_kv_block(src, dst); }
   Status forward(const ForwardBatch& batch, std::span<float> logits) override {
     int64_t t0 = monotonic_ns();
+    double c0 = cpu_seconds();
     Status s = inner_->forward(batch, logits);
     forward_ns += monotonic_ns() - t0;
+    if (batch.tokens.size() > 1) prefill_cpu_s += cpu_seconds() - c0;
     ++forward_calls;
     return s;
   }
@@ -69,6 +72,7 @@ class TimedModel : public Model {
   Model& inner() { return *inner_; }
   int64_t forward_ns = 0;  // written on the engine thread, read after the engine is idle
   int64_t forward_calls = 0;
+  double prefill_cpu_s = 0;  // process CPU time inside multi-token forwards
 
  private:
   std::unique_ptr<Model> inner_;
@@ -79,8 +83,12 @@ Result<std::unique_ptr<Model>> load(const Args& args) {
 }
 
 // The loop `hearth benchmark` times: one prefill forward, then one forward per token with
-// greedy argmax, on a private block table. Returns decode seconds per token.
-Result<double> bare_decode(Model& model, const Args& args, int block_size, uint64_t seed) {
+// greedy argmax, on a private block table. Returns decode {wall, CPU} seconds per token.
+struct PerToken {
+  double wall_s = 0;
+  double cpu_s = 0;
+};
+Result<PerToken> bare_decode(Model& model, const Args& args, int block_size, uint64_t seed) {
   const int vocab = model.config().vocab_size;
   const int total = args.prompt_tokens + args.tokens;
   const int blocks = (total + block_size - 1) / block_size;
@@ -99,6 +107,7 @@ Result<double> bare_decode(Model& model, const Args& args, int block_size, uint6
   int32_t token =
       static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   Stopwatch watch;
+  double c0 = cpu_seconds();
   for (int i = 0; i < args.tokens; ++i) {
     int32_t pos = args.prompt_tokens + i;
     SequenceSlice s{0, 1, pos, table};
@@ -106,7 +115,7 @@ Result<double> bare_decode(Model& model, const Args& args, int block_size, uint6
     HEARTH_RETURN_IF_ERROR(model.forward({{&token, 1}, {&pos, 1}, {&s, 1}, {&row, 1}}, logits));
     token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
-  return watch.elapsed_seconds() / args.tokens;
+  return PerToken{watch.elapsed_seconds() / args.tokens, (cpu_seconds() - c0) / args.tokens};
 }
 
 // Lone request: engine decode seconds per token vs the bare loop, interleaved run by run.
@@ -129,12 +138,14 @@ int compare_lone(const Args& args) {
   EngineBenchmarkSpec spec{.num_requests = 1,
                            .prompt_tokens = args.prompt_tokens,
                            .generated_tokens = args.tokens + 1};  // +1: the prefill's token
-  std::vector<double> bare_s, engine_s, ratio, overhead_us, forward_s;
+  std::vector<double> bare_s, engine_s, ratio, overhead_us, forward_s, cpu_ratio;
   for (int run = -1; run < args.runs; ++run) {  // run -1 warms both up
     auto b = bare_decode(**bare_model, args, 16, static_cast<uint64_t>(run + 2));
     int64_t f0 = timed_raw->forward_ns, c0 = timed_raw->forward_calls;
+    double p0 = timed_raw->prefill_cpu_s, cpu0 = cpu_seconds();
     spec.seed = static_cast<uint64_t>(run + 2);
     auto e = run_engine_benchmark(**engine, spec);
+    double engine_cpu = (cpu_seconds() - cpu0 - (timed_raw->prefill_cpu_s - p0)) / args.tokens;
     if (!b.ok() || !e.ok()) {
       fmt::print(stderr, "{}\n", (b.ok() ? e.status() : b.status()).to_string());
       return 1;
@@ -144,21 +155,24 @@ int compare_lone(const Args& args) {
     double per_token = 1.0 / e->decode_tokens_per_s;
     double fwd = static_cast<double>(timed_raw->forward_ns - f0) * 1e-9;
     int64_t calls = timed_raw->forward_calls - c0;
-    bare_s.push_back(*b);
+    bare_s.push_back(b->wall_s);
     engine_s.push_back(per_token);
-    ratio.push_back(per_token / *b);
+    ratio.push_back(per_token / b->wall_s);
+    cpu_ratio.push_back(engine_cpu / b->cpu_s);
     forward_s.push_back(fwd / static_cast<double>(calls));
     overhead_us.push_back((e->wall_s - fwd) / static_cast<double>(calls) * 1e6);
     fmt::print(
-        "run {}: bare {:.2f} tok/s, engine {:.2f} tok/s (engine/bare time {:.3f}), "
-        "engine time outside forward {:.1f} us/step\n",
-        run + 1, 1.0 / *b, 1.0 / per_token, per_token / *b, overhead_us.back());
+        "run {}: bare {:.2f} tok/s, engine {:.2f} tok/s (engine/bare wall {:.3f}, CPU "
+        "{:.2f} vs {:.2f} ms/token = {:.3f}), engine outside forward {:.1f} us/step\n",
+        run + 1, 1.0 / b->wall_s, 1.0 / per_token, per_token / b->wall_s, engine_cpu * 1e3,
+        b->cpu_s * 1e3, cpu_ratio.back(), overhead_us.back());
   }
   fmt::print(
-      "median: bare {:.2f} tok/s, engine {:.2f} tok/s, engine/bare time ratio {:.3f} "
-      "(median of per-run ratios), outside forward {:.1f} us/step, forward {:.2f} ms\n",
-      1.0 / median(bare_s), 1.0 / median(engine_s), median(ratio), median(overhead_us),
-      median(forward_s) * 1e3);
+      "median: bare {:.2f} tok/s, engine {:.2f} tok/s, engine/bare wall ratio {:.3f}, "
+      "CPU-time ratio {:.3f} (medians of per-run ratios), outside forward {:.1f} us/step, "
+      "forward {:.2f} ms\n",
+      1.0 / median(bare_s), 1.0 / median(engine_s), median(ratio), median(cpu_ratio),
+      median(overhead_us), median(forward_s) * 1e3);
   return 0;
 }
 
@@ -224,6 +238,43 @@ int compare_block_sizes(const Args& args) {
   return 0;
 }
 
+// Where a step's time goes with `batch` concurrent short requests: inside forward() vs the
+// engine's own work (scheduling, sampling every row, sinks).
+int step_overhead(const Args& args) {
+  auto model = load(args);
+  if (!model.ok()) {
+    fmt::print(stderr, "{}\n", model.status().to_string());
+    return 1;
+  }
+  auto timed = std::make_unique<TimedModel>(std::move(*model));
+  TimedModel* timed_raw = timed.get();
+  auto engine = Engine::create(std::move(timed), {.max_batch = args.batch, .block_size = 16});
+  if (!engine.ok()) {
+    fmt::print(stderr, "{}\n", engine.status().to_string());
+    return 1;
+  }
+  for (int run = -1; run < args.runs; ++run) {
+    int64_t f0 = timed_raw->forward_ns, c0 = timed_raw->forward_calls;
+    auto r = run_engine_benchmark(**engine, {.num_requests = args.batch,
+                                             .prompt_tokens = args.prompt_tokens,
+                                             .generated_tokens = args.tokens + 1,
+                                             .seed = static_cast<uint64_t>(run + 2)});
+    if (!r.ok()) {
+      fmt::print(stderr, "{}\n", r.status().to_string());
+      return 1;
+    }
+    if (run < 0) continue;
+    double fwd = static_cast<double>(timed_raw->forward_ns - f0) * 1e-9;
+    double calls = static_cast<double>(timed_raw->forward_calls - c0);
+    fmt::print(
+        "run {}: {} requests, {:.1f} tok/s aggregate decode, {:.0f} steps, forward "
+        "{:.1f} us/step, engine outside forward {:.1f} us/step\n",
+        run + 1, args.batch, r->decode_tokens_per_s, calls, fwd / calls * 1e6,
+        (r->wall_s - fwd) / calls * 1e6);
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace hearth::engine
 
@@ -231,7 +282,7 @@ int main(int argc, char** argv) {
   hearth::engine::Args args;
   std::string mode = "lone";
   CLI::App app("hearth engine measurements");
-  app.add_option("mode", mode, "lone | block-sizes")->required();
+  app.add_option("mode", mode, "lone | block-sizes | overhead")->required();
   app.add_option("model", args.model, "Model directory")->required();
   app.add_option("--threads", args.threads, "CPU threads (0: all)");
   app.add_option("--prompt-tokens", args.prompt_tokens, "Prompt length");
@@ -242,6 +293,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (mode == "lone") return hearth::engine::compare_lone(args);
   if (mode == "block-sizes") return hearth::engine::compare_block_sizes(args);
+  if (mode == "overhead") return hearth::engine::step_overhead(args);
   fmt::print(stderr, "unknown mode {}\n", mode);
   return 2;
 }
