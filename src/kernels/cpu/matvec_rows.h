@@ -81,38 +81,51 @@ inline __m512 load_q4x16(const uint8_t* q) {
       _mm512_and_si512(_mm512_srlv_epi32(lanes, shifts), _mm512_set1_epi32(0xf)));
 }
 
-// y[i] = sum_g scale_g (q_g · x_g) + bias_g sum(x_g) for one quantized row (group sizes a
-// multiple of 16). `scales` / `biases`: the row's [groups] values as floats; `group_sums`:
-// [M, groups] sums of x over each group.
-template <int M, int Bits>
-void quant_row_avx512(const uint8_t* q, int64_t cols, int group_size, const float* scales,
-                      const float* biases, const float* x, int64_t stride, const float* group_sums,
-                      float* y) {
+// y[i * R + j] = sum_g scale_jg (q_jg · x_ig) + bias_jg sum(x_ig) for R consecutive quantized
+// rows (row j at q + j * row_bytes; group sizes a multiple of 16) and M activation rows.
+// `scales` / `biases`: [R, groups] as floats; `group_sums`: [M, groups] sums of x over each
+// group.
+template <int R, int M, int Bits>
+void quant_rows_avx512(const uint8_t* q, int64_t row_bytes, int64_t cols, int group_size,
+                       const float* scales, const float* biases, const float* x, int64_t stride,
+                       const float* group_sums, float* y) {
   const int64_t groups = cols / group_size;
-  __m512 acc[M];
-  float bias_acc[M];
-  for (int i = 0; i < M; ++i) {
-    acc[i] = _mm512_setzero_ps();
-    bias_acc[i] = 0.0f;
+  __m512 acc[R][M];
+  float bias_acc[R][M];
+  for (int j = 0; j < R; ++j) {
+    for (int i = 0; i < M; ++i) {
+      acc[j][i] = _mm512_setzero_ps();
+      bias_acc[j][i] = 0.0f;
+    }
   }
   for (int64_t g = 0; g < groups; ++g) {
-    __m512 gacc[M];
-    for (int i = 0; i < M; ++i) gacc[i] = _mm512_setzero_ps();
-    const uint8_t* qg = q + g * group_size * Bits / 8;
+    __m512 gacc[R][M];
+    for (int j = 0; j < R; ++j) {
+      for (int i = 0; i < M; ++i) gacc[j][i] = _mm512_setzero_ps();
+    }
+    const int64_t group_offset = g * group_size * Bits / 8;
     for (int c = 0; c < group_size; c += 16) {
-      const __m512 qf = Bits == 8 ? load_q8x16(qg + c) : load_q4x16(qg + c / 2);
+      __m512 qf[R];
+      for (int j = 0; j < R; ++j) {
+        const uint8_t* qg = q + j * row_bytes + group_offset;
+        qf[j] = Bits == 8 ? load_q8x16(qg + c) : load_q4x16(qg + c / 2);
+      }
       for (int i = 0; i < M; ++i) {
-        gacc[i] =
-            _mm512_fmadd_ps(qf, _mm512_loadu_ps(x + i * stride + g * group_size + c), gacc[i]);
+        const __m512 xv = _mm512_loadu_ps(x + i * stride + g * group_size + c);
+        for (int j = 0; j < R; ++j) gacc[j][i] = _mm512_fmadd_ps(qf[j], xv, gacc[j][i]);
       }
     }
-    const __m512 s = _mm512_set1_ps(scales[g]);
-    for (int i = 0; i < M; ++i) {
-      acc[i] = _mm512_fmadd_ps(s, gacc[i], acc[i]);
-      bias_acc[i] += biases[g] * group_sums[i * groups + g];
+    for (int j = 0; j < R; ++j) {
+      const __m512 sc = _mm512_set1_ps(scales[j * groups + g]);
+      for (int i = 0; i < M; ++i) {
+        acc[j][i] = _mm512_fmadd_ps(sc, gacc[j][i], acc[j][i]);
+        bias_acc[j][i] += biases[j * groups + g] * group_sums[i * groups + g];
+      }
     }
   }
-  for (int i = 0; i < M; ++i) y[i] = _mm512_reduce_add_ps(acc[i]) + bias_acc[i];
+  for (int j = 0; j < R; ++j) {
+    for (int i = 0; i < M; ++i) y[i * R + j] = _mm512_reduce_add_ps(acc[j][i]) + bias_acc[j][i];
+  }
 }
 
 #endif  // HEARTH_CPU_AVX512
