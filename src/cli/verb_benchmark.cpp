@@ -17,6 +17,7 @@
 #include "cli/engine_levels.h"
 #include "cli/verb.h"
 #include "models/model.h"
+#include "server/bench_client.h"
 
 namespace hearth::cli {
 namespace {
@@ -33,6 +34,10 @@ struct BenchmarkArgs {
   int prefix_tokens = 0;
   int max_batched_tokens = 0;
   double gpu_memory_utilization = 0;
+  // Serving benchmark: drive a running server's API instead of loading a model.
+  std::string url;
+  int requests = 0;
+  std::string api_key;
 };
 
 struct RunResult {
@@ -217,12 +222,27 @@ int run_benchmark(const BenchmarkArgs& args) {
   return kExitOk;
 }
 
+int run_serving_benchmark(const BenchmarkArgs& args) {
+  if (!args.model.empty()) {
+    std::fprintf(stderr, "hearth benchmark: --url measures a running server; drop the model\n");
+    return kExitUsage;
+  }
+  server::ServingBenchOptions options;
+  options.url = args.url;
+  options.concurrency = args.concurrency.empty() ? std::vector<int>{1} : args.concurrency;
+  options.prompt_tokens = args.prompt_tokens;
+  options.tokens = args.tokens;
+  options.requests = args.requests;
+  options.api_key = args.api_key;
+  return server::run_serving_benchmark_cli(options, args.json);
+}
+
 }  // namespace
 
 Verb add_benchmark_verb(CLI::App& app) {
   auto args = std::make_shared<BenchmarkArgs>();
   CLI::App* cmd = app.add_subcommand("benchmark", "Measure prefill and decode speed of a model");
-  cmd->add_option("model", args->model, "Model directory")->required();
+  cmd->add_option("model", args->model, "Model directory (not with --url)");
   cmd->add_option("--prompt-tokens", args->prompt_tokens, "Prompt length (random tokens)")
       ->capture_default_str();
   cmd->add_option("--tokens", args->tokens, "Tokens to decode per run")->capture_default_str();
@@ -247,7 +267,23 @@ Verb add_benchmark_verb(CLI::App& app) {
                   "With --concurrency: share of device memory for weights + KV + headroom when "
                   "sizing the KV pool (0: the default, 0.9 on a GPU)")
       ->check(CLI::Range(0.0, 1.0));
-  return Verb{cmd, [args] { return run_benchmark(*args); }};
+  cmd->add_option("--url", args->url,
+                  "Serving benchmark: drive the API of the server at this base URL "
+                  "(e.g. http://127.0.0.1:8080) with --concurrency levels of --prompt-tokens "
+                  "prompts x --tokens completions; reports TTFT, inter-token latency p50/p99 "
+                  "and throughput per level");
+  cmd->add_option("--requests", args->requests,
+                  "With --url: requests per level (0: 4 x concurrency, at least 8)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--api-key", args->api_key, "With --url: the server's API key");
+  return Verb{cmd, [args] {
+                if (!args->url.empty()) return run_serving_benchmark(*args);
+                if (args->model.empty()) {
+                  std::fprintf(stderr, "hearth benchmark: give a model directory or --url\n");
+                  return kExitUsage;
+                }
+                return run_benchmark(*args);
+              }};
 }
 
 }  // namespace hearth::cli
