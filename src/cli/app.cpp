@@ -83,7 +83,17 @@ int run_cli(const std::vector<std::string>& args) {
     }
   }
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  // Bare `hearth [serve flags]` is `serve`: flags with no verb before them go to serve,
+  // except the overview's own (--help, --version).
+  std::vector<std::string> argv = args;
+  bool has_serve = false;
+  for (const auto& name : verb_names) has_serve = has_serve || name == "serve";
+  if (has_serve && (argv.empty() || (argv[0][0] == '-' && argv[0] != "-h" && argv[0] != "--help" &&
+                                     argv[0] != "-V" && argv[0] != "--version"))) {
+    argv.insert(argv.begin(), "serve");
+  }
+
+  std::vector<std::string> reversed(argv.rbegin(), argv.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
@@ -104,13 +114,11 @@ int run_cli(const std::vector<std::string>& args) {
   for (const CLI::App* sub : app.get_subcommands()) chosen = sub;
   const CLI::App& parsed = chosen ? *chosen : app;
   for (const auto& extra : parsed.remaining()) return report_extra(parsed, extra);
-  for (const auto& extra : app.remaining()) return report_extra(app, extra);
+  // Unknown flags after a verb fall through to the top level; name the verb in the report.
+  for (const auto& extra : app.remaining()) return report_extra(parsed, extra);
 
   if (chosen == nullptr) {
-    // Bare `hearth` is `serve` once that verb exists; until then, the overview.
-    for (auto& [command, run] : runners) {
-      if (command->get_name() == "serve") return run();
-    }
+    // No verb and no serve verb to default to: the overview.
     std::fputs(app.help().c_str(), stdout);
     return kExitOk;
   }

@@ -60,9 +60,21 @@ TEST(Cli, UnknownVerbIsUsageError) {
 }
 
 TEST(Cli, UnknownFlagSuggestsClosest) {
-  CliRun r = run_hearth("--log-levl debug");
+  CliRun r = run_hearth("ls --log-levl debug");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("did you mean '--log-level'"), std::string::npos) << r.output;
+}
+
+// Bare `hearth` is `serve`: flags given with no verb are serve's.
+TEST(Cli, FlagsWithoutVerbGoToServe) {
+  CliRun r = run_hearth("--prot 9000");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown option '--prot' for 'hearth serve'; did you mean '--port'?"),
+            std::string::npos)
+      << r.output;
+  r = run_hearth("--port not-a-number");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--port"), std::string::npos) << r.output;
 }
 
 TEST(Cli, BadLogLevelIsUsageError) {
