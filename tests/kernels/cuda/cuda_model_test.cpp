@@ -6,11 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <numeric>
 
 #include "base/mapped_file.h"
+#include "engine/engine.h"
 #include "models/cuda/cuda_llama_model.h"
+#include "models/device.h"
 #include "models/model.h"
 
 namespace hearth {
@@ -210,6 +214,134 @@ TEST(CudaModel, MixedBatchEqualsSeparateRuns) {
   std::vector<int32_t> zero = {0};
   std::vector<SequenceSlice> s = {{0, 1, 0, table_a}};
   EXPECT_FALSE(m.forward(ForwardBatch{bad_token, zero, s, zero}, one).ok());
+}
+
+// forward_sample: greedy ids equal argmax of forward()'s logits at every step (same kernels,
+// same logits); on_host rows return exactly forward()'s logits; a seeded draw is a function
+// of (seed, step) alone.
+TEST(CudaModel, ForwardSampleMatchesForwardArgmax) {
+  const json& g = goldens()["variants"]["llama-bf16"];
+  const std::string dir = kFixtures + "/" + g["dir"].get<std::string>();
+  auto a = load_cuda_model(dir, {});
+  auto b = load_cuda_model(dir, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->samples_on_device());
+  const int vocab = (*a)->config().vocab_size;
+  ASSERT_TRUE((*a)->create_kv_cache(64, 4).ok());
+  ASSERT_TRUE((*b)->create_kv_cache(64, 4).ok());
+  std::vector<int32_t> table(64);
+  std::iota(table.begin(), table.end(), 0);
+  auto ids = goldens()["prompts"][2]["ids"].get<std::vector<int32_t>>();
+  int32_t cached = 0;
+  std::vector<int32_t> step_tokens = ids;
+  RowSampling greedy;
+  for (int step = 0; step < 10; ++step) {
+    std::vector<int32_t> positions(step_tokens.size());
+    std::iota(positions.begin(), positions.end(), cached);
+    SequenceSlice s{0, static_cast<int32_t>(step_tokens.size()), cached, table};
+    int32_t last = static_cast<int32_t>(step_tokens.size()) - 1;
+    ForwardBatch batch{step_tokens, positions, {&s, 1}, {&last, 1}};
+    std::vector<float> logits(vocab);
+    ASSERT_TRUE((*a)->forward(batch, logits).ok());
+    int32_t want =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    int32_t got = -1;
+    // Step 3 asks for the row on the host instead: its logits must be forward()'s.
+    if (step == 3) {
+      RowSampling host;
+      host.on_host = true;
+      std::vector<float> host_logits(vocab);
+      ASSERT_TRUE((*b)->forward_sample(batch, {&host, 1}, {&got, 1}, host_logits).ok());
+      ASSERT_EQ(host_logits, logits);
+      got = want;
+    } else {
+      Status st = (*b)->forward_sample(batch, {&greedy, 1}, {&got, 1}, {});
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    ASSERT_EQ(got, want) << "step " << step;
+    cached += static_cast<int32_t>(step_tokens.size());
+    step_tokens = {got};
+  }
+  // Mismatched spans are errors.
+  int32_t one = 0;
+  std::vector<int32_t> tok = {1}, pos = {0};
+  SequenceSlice s{0, 1, 0, table};
+  ForwardBatch batch{tok, pos, {&s, 1}, {&one, 1}};
+  EXPECT_FALSE((*b)->forward_sample(batch, {}, {}, {}).ok());
+  RowSampling host;
+  host.on_host = true;
+  EXPECT_FALSE((*b)->forward_sample(batch, {&host, 1}, {&one, 1}, {}).ok());
+  // The model reports its device memory for KV sizing.
+  auto mem = (*b)->device_memory();
+  ASSERT_TRUE(mem.has_value());
+  EXPECT_GT(mem->total_bytes, mem->free_bytes);
+  EXPECT_GE(mem->peak_bytes, mem->used_bytes);
+  EXPECT_GT(mem->used_bytes, (*b)->weight_bytes() / 2);
+}
+
+// The engine on the CUDA model samples on the device; greedy output equals the forward +
+// host argmax loop token for token (requests run one at a time, as the loop does, so the
+// same kernels see the same shapes).
+TEST(CudaModel, EngineGreedyOnDeviceEqualsHostArgmax) {
+  const json& g = goldens()["variants"]["qwen3-bf16"];
+  const std::string dir = kFixtures + "/" + g["dir"].get<std::string>();
+  LoadOptions options;
+  options.device = Device::kCuda;
+  auto reference = load_model(dir, options);
+  auto served = load_model(dir, options);
+  ASSERT_TRUE(reference.ok() && served.ok()) << reference.status().to_string();
+  constexpr int kTokens = 12;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<int32_t>> want;
+  for (int p = 0; p < 3; ++p) {
+    prompts.push_back(goldens()["prompts"][p]["ids"].get<std::vector<int32_t>>());
+    Runner r(**reference);
+    std::vector<float> logits = r.prefill(prompts.back(), prompts.back().size());
+    std::vector<int32_t> out;
+    for (int t = 0; t < kTokens; ++t) {
+      int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      out.push_back(next);
+      logits = r.step(std::span(&next, 1));
+    }
+    want.push_back(out);
+  }
+  engine::EngineOptions eo;
+  eo.max_batch = 1;
+  eo.block_size = 4;
+  eo.num_blocks = 64;
+  auto engine = engine::Engine::create(std::move(*served), eo);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  struct Collect : engine::RequestSink {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    std::vector<int32_t> tokens;
+    bool done = false;
+    void on_tokens(std::span<const int32_t> t, std::span<const engine::TokenLogprobs>) override {
+      std::lock_guard lock(mutex);
+      tokens.insert(tokens.end(), t.begin(), t.end());
+    }
+    void on_finish(const engine::FinishInfo&) override {
+      std::lock_guard lock(mutex);
+      done = true;
+      done_cv.notify_all();
+    }
+  };
+  std::vector<std::shared_ptr<Collect>> sinks;
+  engine::SamplingParams params;
+  params.temperature = 0;
+  params.ignore_eos = true;
+  params.max_tokens = kTokens;
+  for (const auto& prompt : prompts) {
+    sinks.push_back(std::make_shared<Collect>());
+    ASSERT_TRUE((*engine)->submit(prompt, params, sinks.back()).ok());
+  }
+  for (std::size_t i = 0; i < sinks.size(); ++i) {
+    std::unique_lock lock(sinks[i]->mutex);
+    sinks[i]->done_cv.wait(lock, [&] { return sinks[i]->done; });
+    EXPECT_EQ(sinks[i]->tokens, want[i]) << "prompt " << i;
+  }
+  (*engine)->shutdown();
 }
 
 }  // namespace
