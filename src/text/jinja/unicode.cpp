@@ -3,49 +3,16 @@
 
 #include <utf8proc.h>
 
+#include "text/utf8.h"
+
 namespace hearth::text::jinja {
 
 char32_t decode_utf8(std::string_view s, size_t& i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  if (c < 0x80) {
+  if (text::utf8_sequence_length(s, i) < 0) {
     ++i;
-    return c;
+    return static_cast<char32_t>(text::kReplacementChar);
   }
-  int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) {
-    ++i;
-    return 0xFFFD;
-  }
-  char32_t cp = c & (0x7F >> len);
-  for (int k = 1; k < len; ++k) {
-    unsigned char cc = byte(i + k);
-    if ((cc & 0xC0) != 0x80) {
-      ++i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  i += len;
-  return cp;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+  return static_cast<char32_t>(text::next_codepoint(s, i));
 }
 
 std::vector<size_t> codepoint_offsets(std::string_view s) {
@@ -70,29 +37,8 @@ size_t codepoint_count(std::string_view s) {
 }
 
 bool is_py_space(char32_t cp) {
-  switch (cp) {
-    case 0x09:
-    case 0x0A:
-    case 0x0B:
-    case 0x0C:
-    case 0x0D:
-    case 0x1C:
-    case 0x1D:
-    case 0x1E:
-    case 0x1F:
-    case 0x20:
-    case 0x85:
-    case 0xA0:
-    case 0x1680:
-    case 0x2028:
-    case 0x2029:
-    case 0x202F:
-    case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
+  // Python adds the ASCII information separators (FS, GS, RS, US) to White_Space.
+  return text::is_whitespace(cp) || (cp >= 0x1C && cp <= 0x1F);
 }
 
 std::string py_strip(std::string_view s, const std::string* chars, bool left, bool right) {

@@ -8,12 +8,15 @@
 #include <string_view>
 #include <vector>
 
+#include "text/utf8.h"
+
 namespace hearth::text::jinja {
 
-// Decodes the code point at s[i] and advances i; a malformed byte decodes as U+FFFD and
-// advances by one, so every input makes progress.
+// Decodes the code point at s[i] and advances i; a byte that does not start a valid UTF-8
+// sequence (text::utf8_sequence_length) decodes as U+FFFD and advances by one, so every input
+// makes progress.
 char32_t decode_utf8(std::string_view s, size_t& i);
-void append_utf8(std::string& out, char32_t cp);
+using text::append_utf8;
 
 // Byte offset of every code point, plus s.size() at the end (size = count + 1).
 std::vector<size_t> codepoint_offsets(std::string_view s);
