@@ -265,32 +265,7 @@ Result<Value> filter_replace(Interpreter&, const Value& v, CallArgs& args) {
   std::string s = py_str(v);
   std::string from = py_str(b[0]), to = py_str(b[1]);
   int64_t count = b[2].is_number() ? b[2].as_int() : -1;
-  std::string out;
-  if (from.empty()) {
-    int64_t done = 0;
-    for (size_t i = 0; i <= s.size();) {
-      if (count < 0 || done < count) {
-        out += to;
-        ++done;
-      }
-      if (i == s.size()) break;
-      size_t start = i;
-      decode_utf8(s, i);
-      out += s.substr(start, i - start);
-    }
-    return str_value(std::move(out));
-  }
-  size_t pos = 0;
-  int64_t done = 0;
-  while (count < 0 || done < count) {
-    size_t p = s.find(from, pos);
-    if (p == std::string::npos) break;
-    out += s.substr(pos, p - pos) + to;
-    pos = p + from.size();
-    ++done;
-  }
-  out += s.substr(pos);
-  return str_value(std::move(out));
+  return str_value(py_replace(s, from, to, count));
 }
 
 // select / reject / selectattr / rejectattr share Jinja's select_or_reject.

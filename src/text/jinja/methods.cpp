@@ -146,34 +146,7 @@ Result<Value> str_replace(const Value& self, CallArgs& args) {
   const std::string& from = bound[0].as_string();
   const std::string& to = bound[1].as_string();
   int64_t count = bound[2].is_number() ? bound[2].as_int() : -1;
-  std::string out;
-  if (from.empty()) {
-    // Python inserts `to` around every character.
-    int64_t done = 0;
-    for (size_t i = 0; i <= s.size();) {
-      if (count < 0 || done < count) {
-        out += to;
-        ++done;
-      }
-      if (i == s.size()) break;
-      size_t start = i;
-      decode_utf8(s, i);
-      out += s.substr(start, i - start);
-    }
-    return Value::string(std::move(out));
-  }
-  size_t pos = 0;
-  int64_t done = 0;
-  while (count < 0 || done < count) {
-    size_t p = s.find(from, pos);
-    if (p == std::string::npos) break;
-    out += s.substr(pos, p - pos);
-    out += to;
-    pos = p + from.size();
-    ++done;
-  }
-  out += s.substr(pos);
-  return Value::string(std::move(out));
+  return Value::string(py_replace(s, from, to, count));
 }
 
 Result<Value> find_impl(const Value& self, CallArgs& args, const char* name, bool reverse,

@@ -69,6 +69,36 @@ std::string py_strip(std::string_view s, const std::string* chars, bool left, bo
   return std::string(s.substr(offsets[begin], offsets[end] - offsets[begin]));
 }
 
+std::string py_replace(std::string_view s, std::string_view from, std::string_view to,
+                       int64_t count) {
+  std::string out;
+  int64_t done = 0;
+  if (from.empty()) {
+    for (size_t i = 0; i <= s.size();) {
+      if (count < 0 || done < count) {
+        out += to;
+        ++done;
+      }
+      if (i == s.size()) break;
+      size_t start = i;
+      decode_utf8(s, i);
+      out += s.substr(start, i - start);
+    }
+    return out;
+  }
+  size_t pos = 0;
+  while (count < 0 || done < count) {
+    size_t p = s.find(from, pos);
+    if (p == std::string_view::npos) break;
+    out += s.substr(pos, p - pos);
+    out += to;
+    pos = p + from.size();
+    ++done;
+  }
+  out += s.substr(pos);
+  return out;
+}
+
 namespace {
 
 template <typename Fn>

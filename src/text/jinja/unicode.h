@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,11 @@ bool is_py_space(char32_t cp);
 // Python's str.strip()/lstrip()/rstrip(): whitespace when chars is null, else any code point
 // in *chars.
 std::string py_strip(std::string_view s, const std::string* chars, bool left, bool right);
+
+// Python's str.replace(old, new, count): at most `count` replacements (all when count < 0); an
+// empty `from` inserts `to` before every code point and at the end.
+std::string py_replace(std::string_view s, std::string_view from, std::string_view to,
+                       int64_t count);
 
 std::string py_upper(std::string_view s);
 std::string py_lower(std::string_view s);
