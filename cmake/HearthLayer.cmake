@@ -32,6 +32,8 @@ function(hearth_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
+  # Shared test helpers (tests/common/*.h) are included as "common/<name>.h".
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(${name} PRIVATE
     HEARTH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" HEARTH_BINARY_DIR="${PROJECT_BINARY_DIR}")
   hearth_apply_flags(${name})

@@ -1,30 +1,19 @@
 // The hearth binary's command line, driven as a user types it.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include "cli/suggest.h"
+#include "common/run_binary.h"
 
 namespace hearth::cli {
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
+using tests::BinaryRun;
 
-CliRun run_hearth(const std::string& args) {
-  std::string cmd = std::string(HEARTH_BINARY_DIR) + "/bin/hearth " + args + " 2>&1";
-  CliRun run{-1, ""};
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) run.output += buf.data();
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+// `hearth <args>`, stdout and stderr together in `out`.
+BinaryRun run_hearth(const std::string& args) {
+  return tests::run_hearth(args, tests::Stderr::kMerged);
 }
 
 TEST(Suggest, EditDistance) {
@@ -42,45 +31,45 @@ TEST(Suggest, ClosestMatchOnlyForPlausibleTypos) {
 }
 
 TEST(Cli, VersionPrintsName) {
-  CliRun r = run_hearth("--version");
+  BinaryRun r = run_hearth("--version");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.output.find("hearth "), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("hearth "), std::string::npos) << r.out;
 }
 
 TEST(Cli, HelpListsOptions) {
-  CliRun r = run_hearth("--help");
+  BinaryRun r = run_hearth("--help");
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.output.find("--log-level"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("--log-level"), std::string::npos) << r.out;
 }
 
 TEST(Cli, UnknownVerbIsUsageError) {
-  CliRun r = run_hearth("frobnicate");
+  BinaryRun r = run_hearth("frobnicate");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("unknown command 'frobnicate'"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("unknown command 'frobnicate'"), std::string::npos) << r.out;
 }
 
 TEST(Cli, UnknownFlagSuggestsClosest) {
-  CliRun r = run_hearth("ls --log-levl debug");
+  BinaryRun r = run_hearth("ls --log-levl debug");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("did you mean '--log-level'"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("did you mean '--log-level'"), std::string::npos) << r.out;
 }
 
 // Bare `hearth` is `serve`: flags given with no verb are serve's.
 TEST(Cli, FlagsWithoutVerbGoToServe) {
-  CliRun r = run_hearth("--prot 9000");
+  BinaryRun r = run_hearth("--prot 9000");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("unknown option '--prot' for 'hearth serve'; did you mean '--port'?"),
+  EXPECT_NE(r.out.find("unknown option '--prot' for 'hearth serve'; did you mean '--port'?"),
             std::string::npos)
-      << r.output;
+      << r.out;
   r = run_hearth("--port not-a-number");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("--port"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("--port"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BadLogLevelIsUsageError) {
-  CliRun r = run_hearth("--log-level loud");
+  BinaryRun r = run_hearth("--log-level loud");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("unknown log level 'loud'"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("unknown log level 'loud'"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -4,40 +4,29 @@
 // `hearth benchmark --concurrency` report throughput and the cached-prefix TTFT.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/run_binary.h"
 #include "models/device.h"
 
 namespace hearth {
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout + stderr
-};
+using tests::BinaryRun;
 
-CliRun run_hearth(const std::string& args) {
-  std::string cmd = std::string(HEARTH_BINARY_DIR) + "/bin/hearth " + args + " 2>&1";
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// `hearth <args>`, stdout and stderr together in `out`.
+BinaryRun run_hearth(const std::string& args) {
+  return tests::run_hearth(args, tests::Stderr::kMerged);
 }
 
 const std::string kModel = std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/models/llama-bf16";
 
 TEST(DeviceCli, CpuBenchmarkReportsDevice) {
-  CliRun r = run_hearth("benchmark " + kModel +
-                        " --device cpu --prompt-tokens 8 --tokens 4 --runs 1 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  BinaryRun r = run_hearth("benchmark " + kModel +
+                           " --device cpu --prompt-tokens 8 --tokens 4 --runs 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_FALSE(j["compiled_decode"].get<bool>());
   EXPECT_EQ(j["kv_scheme"], "bf16 paged");
@@ -45,33 +34,33 @@ TEST(DeviceCli, CpuBenchmarkReportsDevice) {
 }
 
 TEST(DeviceCli, CudaWithoutDeviceIsClearError) {
-  CliRun r = run_hearth("benchmark " + kModel +
-                        " --device cuda --prompt-tokens 8 --tokens 4 "
-                        "--runs 1 --json");
+  BinaryRun r = run_hearth("benchmark " + kModel +
+                           " --device cuda --prompt-tokens 8 --tokens 4 "
+                           "--runs 1 --json");
   if (cuda_device_count() > 0) {
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
     EXPECT_EQ(j["device"], "cuda");
     EXPECT_GT(j["peak_device_mib"].get<double>(), 0.0);
     return;
   }
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("--device cuda"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--device cpu"), std::string::npos) << r.output;  // the way out
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--device cuda"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--device cpu"), std::string::npos) << r.out;  // the way out
   // The same check guards generate and serve before any file is read.
-  CliRun g = run_hearth("generate " + kModel + " --raw -p hi --device cuda");
-  EXPECT_EQ(g.exit_code, 1) << g.output;
-  EXPECT_NE(g.output.find("--device cuda"), std::string::npos) << g.output;
-  CliRun s = run_hearth("serve " + kModel + " --port 0 --device cuda");
-  EXPECT_EQ(s.exit_code, 1) << s.output;
-  EXPECT_NE(s.output.find("--device cuda"), std::string::npos) << s.output;
+  BinaryRun g = run_hearth("generate " + kModel + " --raw -p hi --device cuda");
+  EXPECT_EQ(g.exit_code, 1) << g.out;
+  EXPECT_NE(g.out.find("--device cuda"), std::string::npos) << g.out;
+  BinaryRun s = run_hearth("serve " + kModel + " --port 0 --device cuda");
+  EXPECT_EQ(s.exit_code, 1) << s.out;
+  EXPECT_NE(s.out.find("--device cuda"), std::string::npos) << s.out;
 }
 
 TEST(DeviceCli, AutoPicksCpuWithoutDevice) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: auto picks cuda";
-  CliRun r = run_hearth("benchmark " + kModel + " --prompt-tokens 8 --tokens 4 --runs 1 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(nlohmann::json::parse(r.output.substr(r.output.find('{')))["device"], "cpu");
+  BinaryRun r = run_hearth("benchmark " + kModel + " --prompt-tokens 8 --tokens 4 --runs 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(r.out.find('{')))["device"], "cpu");
 }
 
 TEST(DeviceCli, BadChoicesAreUsageErrors) {
@@ -82,20 +71,21 @@ TEST(DeviceCli, BadChoicesAreUsageErrors) {
 }
 
 TEST(DeviceCli, MemoryBudgetTooSmallFails) {
-  CliRun r = run_hearth("benchmark " + kModel + " --device cpu --memory-budget 0.0001 --runs 1");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("--memory-budget"), std::string::npos) << r.output;
-  CliRun g = run_hearth("generate " + kModel + " --raw -p hi --device cpu --memory-budget 0.0001");
-  EXPECT_EQ(g.exit_code, 1) << g.output;
-  EXPECT_NE(g.output.find("--memory-budget"), std::string::npos) << g.output;
+  BinaryRun r = run_hearth("benchmark " + kModel + " --device cpu --memory-budget 0.0001 --runs 1");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--memory-budget"), std::string::npos) << r.out;
+  BinaryRun g =
+      run_hearth("generate " + kModel + " --raw -p hi --device cpu --memory-budget 0.0001");
+  EXPECT_EQ(g.exit_code, 1) << g.out;
+  EXPECT_NE(g.out.find("--memory-budget"), std::string::npos) << g.out;
 }
 
 TEST(DeviceCli, EngineLevelsAndCachedPrefix) {
-  CliRun r = run_hearth("benchmark " + kModel +
-                        " --device cpu --prompt-tokens 8 --tokens 4 --runs 1 --concurrency 1,3 "
-                        "--prefix-tokens 40 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  BinaryRun r = run_hearth("benchmark " + kModel +
+                           " --device cpu --prompt-tokens 8 --tokens 4 --runs 1 --concurrency 1,3 "
+                           "--prefix-tokens 40 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   const auto& levels = j["engine"]["levels"];
   ASSERT_EQ(levels.size(), 2u);
   EXPECT_EQ(levels[1]["concurrency"], 3);

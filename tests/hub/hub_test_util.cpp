@@ -87,7 +87,7 @@ std::vector<nlohmann::json> MockHub::requests_for(const std::string& suffix) con
 }
 
 pid_t spawn_hearth(const std::vector<std::string>& args, const Env& env, const fs::path& scratch) {
-  std::string bin = std::string(HEARTH_BINARY_DIR) + "/bin/hearth";
+  std::string bin = hearth::tests::hearth_binary();
   std::string out = (scratch / "stdout").string();
   std::string err = (scratch / "stderr").string();
   pid_t pid = fork();
@@ -116,7 +116,7 @@ HearthRun wait_hearth(pid_t pid, const fs::path& scratch) {
   int status = 0;
   waitpid(pid, &status, 0);
   HearthRun run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.exit_code = hearth::tests::exit_code_of(status);
   run.out = read_text(scratch / "stdout");
   run.err = read_text(scratch / "stderr");
   return run;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/run_binary.h"
+
 namespace hearth::hub::testing {
 
 namespace fs = std::filesystem;
@@ -43,11 +45,7 @@ class MockHub {
   fs::path log_;
 };
 
-struct HearthRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using HearthRun = hearth::tests::BinaryRun;
 
 using Env = std::map<std::string, std::string>;  // "" value: unset the variable
 

@@ -6,11 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include "base/mapped_file.h"
+#include "common/run_binary.h"
 
 namespace hearth {
 namespace {
@@ -20,40 +19,16 @@ using nlohmann::json;
 const std::string kFixtures = std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/models";
 const std::string kStarter = std::string(HEARTH_SOURCE_DIR) + "/models/starter";
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using tests::BinaryRun;
+using tests::shell_quote;
 
 std::string slurp(const std::string& path) {
   auto text = read_file(path);
   return text.ok() ? *text : std::string();
 }
 
-// Single-quotes `s` for /bin/sh.
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-CliRun hearth(const std::string& args) {
-  const std::string err_path =
-      ::testing::TempDir() + "/generate_stderr_" + std::to_string(::getpid()) + ".txt";
-  std::string cmd =
-      std::string(HEARTH_BINARY_DIR) + "/bin/hearth " + args + " --threads 1 2>" + err_path;
-  CliRun run;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.err = slurp(err_path);
-  return run;
-}
+// `hearth <args> --threads 1`, stdout in `out` and stderr in `err`.
+BinaryRun hearth(const std::string& args) { return tests::run_hearth(args + " --threads 1"); }
 
 const json& goldens() {
   static const json g = json::parse(slurp(kFixtures + "/goldens.json"));
@@ -61,7 +36,7 @@ const json& goldens() {
 }
 
 json generate_json(const std::string& args) {
-  CliRun r = hearth("generate " + args + " --json");
+  BinaryRun r = hearth("generate " + args + " --json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (r.exit_code != 0) return json::object();
   return json::parse(r.out);
@@ -76,7 +51,7 @@ TEST(GenerateCli, GreedyRawTokensEqualTransformers) {
     const json& prompt = goldens()["prompts"][variant["greedy_prompt"].get<int>()];
     const auto expected = variant["greedy_tokens"].get<std::vector<int32_t>>();
     json out = generate_json(kFixtures + "/" + variant["dir"].get<std::string>() + " --prompt " +
-                             quote(prompt["text"]) +
+                             shell_quote(prompt["text"]) +
                              " --raw --temperature 0 --ignore-eos --max-tokens 24");
     EXPECT_EQ(out["token_ids"].get<std::vector<int32_t>>(), expected);
     EXPECT_EQ(out["prompt_tokens"], prompt["ids"].size());
@@ -92,7 +67,7 @@ TEST(GenerateCli, GreedyChatTokensEqualTransformers) {
   const json& chat = goldens()["chat"];
   json out =
       generate_json(kFixtures + "/" + chat["variant"].get<std::string>() + " --prompt " +
-                    quote(chat["message"]) + " --temperature 0 --ignore-eos --max-tokens 24");
+                    shell_quote(chat["message"]) + " --temperature 0 --ignore-eos --max-tokens 24");
   EXPECT_EQ(out["prompt_tokens"], chat["prompt_ids"].size());
   EXPECT_EQ(out["token_ids"], chat["greedy_tokens"]);
   EXPECT_EQ(out["text"], chat["text"]);
@@ -100,9 +75,9 @@ TEST(GenerateCli, GreedyChatTokensEqualTransformers) {
 
 // Streamed stdout is exactly the completion, equal to the --json text.
 TEST(GenerateCli, StreamedTextEqualsJsonText) {
-  const std::string args = kFixtures + "/qwen2-bf16 --prompt " + quote("Once upon a time") +
+  const std::string args = kFixtures + "/qwen2-bf16 --prompt " + shell_quote("Once upon a time") +
                            " --raw --temperature 0 --ignore-eos --max-tokens 16";
-  CliRun streamed = hearth("gen " + args);
+  BinaryRun streamed = hearth("gen " + args);
   ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
   json out = generate_json(args);
   EXPECT_EQ(streamed.out, out["text"].get<std::string>());
@@ -111,7 +86,7 @@ TEST(GenerateCli, StreamedTextEqualsJsonText) {
 }
 
 TEST(GenerateCli, SeededSamplingRepeats) {
-  const std::string args = kFixtures + "/llama-bf16 --prompt " + quote("Hello") +
+  const std::string args = kFixtures + "/llama-bf16 --prompt " + shell_quote("Hello") +
                            " --raw --temperature 1.5 --top-k 50 --ignore-eos --max-tokens 12";
   json a = generate_json(args + " --seed 7");
   json b = generate_json(args + " --seed 7");
@@ -123,7 +98,7 @@ TEST(GenerateCli, SeededSamplingRepeats) {
 // did when it was made, and stops at <|im_end|>.
 TEST(GenerateCli, StarterModelGreedySample) {
   json out = generate_json(kStarter + " --prompt " +
-                           quote("Write a Python function that reverses a string.") +
+                           shell_quote("Write a Python function that reverses a string.") +
                            " --temperature 0 --max-tokens 160");
   EXPECT_EQ(out["text"],
             "```python\ndef reverses(s):\n    \"\"\"Return the first non-empty string.\"\"\"\n"
@@ -133,23 +108,24 @@ TEST(GenerateCli, StarterModelGreedySample) {
 }
 
 TEST(GenerateCli, BadInputIsAClearError) {
-  CliRun missing = hearth("generate /nonexistent/model-dir --prompt hi");
+  BinaryRun missing = hearth("generate /nonexistent/model-dir --prompt hi");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("hearth generate:"), std::string::npos) << missing.err;
 
-  CliRun zero = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --max-tokens 0");
+  BinaryRun zero = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --max-tokens 0");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_NE(zero.err.find("--max-tokens"), std::string::npos) << zero.err;
 
-  CliRun no_prompt = hearth("generate " + kFixtures + "/qwen3-f32");
+  BinaryRun no_prompt = hearth("generate " + kFixtures + "/qwen3-f32");
   EXPECT_EQ(no_prompt.exit_code, 2);
 
   // The fixtures' context is 256 tokens.
-  CliRun over = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --raw --max-tokens 1000");
+  BinaryRun over =
+      hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --raw --max-tokens 1000");
   EXPECT_EQ(over.exit_code, 1);
   EXPECT_NE(over.err.find("context"), std::string::npos) << over.err;
 
-  CliRun bad_temp = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --temperature -1");
+  BinaryRun bad_temp = hearth("generate " + kFixtures + "/qwen3-f32 --prompt hi --temperature -1");
   EXPECT_EQ(bad_temp.exit_code, 2);
 }
 

@@ -5,13 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <string>
 
-#include "base/mapped_file.h"
+#include "common/run_binary.h"
 
 namespace hearth {
 namespace {
@@ -21,28 +19,10 @@ using nlohmann::json;
 const std::string kSource = HEARTH_SOURCE_DIR;
 const std::string kFixture = kSource + "/tests/fixtures/models/qwen3-f32";
 
-struct PplRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using tests::BinaryRun;
 
-PplRun perplexity(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/ppl_stderr.txt";
-  std::string cmd =
-      std::string(HEARTH_BINARY_DIR) + "/bin/hearth perplexity " + args + " 2>" + err_path;
-  PplRun run;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto err = read_file(err_path);
-  run.err = err.ok() ? *err : "";
-  return run;
-}
+// `hearth perplexity <args>`, stdout in `out` and stderr in `err`.
+BinaryRun perplexity(const std::string& args) { return tests::run_hearth("perplexity " + args); }
 
 std::string write_temp(const std::string& name, const std::string& content) {
   const std::string path = ::testing::TempDir() + "/" + name;
@@ -67,8 +47,8 @@ TEST(PerplexityCli, JsonlFormats) {
        {std::pair{"text.jsonl", text_lines}, std::pair{"chat.jsonl", chat_lines},
         std::pair{"pc.jsonl", pc_lines}}) {
     SCOPED_TRACE(name);
-    PplRun r = perplexity(kFixture + " --data " + write_temp(name, body) +
-                          " --sequence-length 32 --num-samples 4 --batch-size 3 --json");
+    BinaryRun r = perplexity(kFixture + " --data " + write_temp(name, body) +
+                             " --sequence-length 32 --num-samples 4 --batch-size 3 --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     json out = json::parse(r.out);
     EXPECT_EQ(out["rows"], 4);
@@ -83,8 +63,8 @@ TEST(PerplexityCli, JsonlFormats) {
 TEST(PerplexityCli, BatchSizeDoesNotChangeTheResult) {
   const std::string args = kFixture + " --data " + kSource +
                            "/tools/starter/README.md --sequence-length 48 --num-samples 5 --json";
-  PplRun one = perplexity(args + " --batch-size 1");
-  PplRun four = perplexity(args + " --batch-size 4");
+  BinaryRun one = perplexity(args + " --batch-size 1");
+  BinaryRun four = perplexity(args + " --batch-size 4");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   ASSERT_EQ(four.exit_code, 0) << four.err;
   // Equal up to the f32 summation order of different GEMM shapes.
@@ -93,28 +73,28 @@ TEST(PerplexityCli, BatchSizeDoesNotChangeTheResult) {
 }
 
 TEST(PerplexityCli, BadInputIsAClearError) {
-  PplRun missing = perplexity(kFixture + " --data /nonexistent.txt");
+  BinaryRun missing = perplexity(kFixture + " --data /nonexistent.txt");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("hearth perplexity:"), std::string::npos) << missing.err;
 
-  PplRun short_data =
+  BinaryRun short_data =
       perplexity(kFixture + " --sequence-length 64 --data " + write_temp("short.txt", "hi"));
   EXPECT_EQ(short_data.exit_code, 1);
   EXPECT_NE(short_data.err.find("fewer than one row"), std::string::npos) << short_data.err;
 
-  PplRun bad_line = perplexity(kFixture + " --sequence-length 64 --data " +
-                               write_temp("bad.jsonl", "{\"text\": \"a\"}\nnot json\n"));
+  BinaryRun bad_line = perplexity(kFixture + " --sequence-length 64 --data " +
+                                  write_temp("bad.jsonl", "{\"text\": \"a\"}\nnot json\n"));
   EXPECT_EQ(bad_line.exit_code, 1);
   EXPECT_NE(bad_line.err.find(":2: not a JSON object"), std::string::npos) << bad_line.err;
 
-  PplRun no_field = perplexity(kFixture + " --sequence-length 64 --data " +
-                               write_temp("nf.jsonl", "{\"x\": 1}\n"));
+  BinaryRun no_field = perplexity(kFixture + " --sequence-length 64 --data " +
+                                  write_temp("nf.jsonl", "{\"x\": 1}\n"));
   EXPECT_EQ(no_field.exit_code, 1);
 
-  PplRun usage = perplexity(kFixture + " --data x.txt --sequence-length 1");
+  BinaryRun usage = perplexity(kFixture + " --data x.txt --sequence-length 1");
   EXPECT_EQ(usage.exit_code, 2);
 
-  PplRun too_long = perplexity(kFixture + " --data x.txt --sequence-length 4000");
+  BinaryRun too_long = perplexity(kFixture + " --data x.txt --sequence-length 4000");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.err.find("context"), std::string::npos) << too_long.err;
 }

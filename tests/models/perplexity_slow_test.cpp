@@ -5,11 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
-#include "base/mapped_file.h"
+#include "common/run_binary.h"
 
 namespace hearth {
 namespace {
@@ -18,32 +16,14 @@ using nlohmann::json;
 
 const std::string kSource = HEARTH_SOURCE_DIR;
 
-struct PplRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using tests::BinaryRun;
 
-PplRun perplexity(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/ppl_stderr.txt";
-  std::string cmd =
-      std::string(HEARTH_BINARY_DIR) + "/bin/hearth perplexity " + args + " 2>" + err_path;
-  PplRun run;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto err = read_file(err_path);
-  run.err = err.ok() ? *err : "";
-  return run;
-}
+// `hearth perplexity <args>`, stdout in `out` and stderr in `err`.
+BinaryRun perplexity(const std::string& args) { return tests::run_hearth("perplexity " + args); }
 
 TEST(PerplexityCli, StarterHeldoutAgreesWithTransformers) {
-  PplRun r = perplexity(kSource + "/models/starter --data " + kSource +
-                        "/tools/starter/heldout.txt --num-samples -1 --json");
+  BinaryRun r = perplexity(kSource + "/models/starter --data " + kSource +
+                           "/tools/starter/heldout.txt --num-samples -1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json out = json::parse(r.out);
   EXPECT_EQ(out["data_tokens"], 33363);  // the starter run's token count

@@ -2,11 +2,10 @@
 // verb driven through the real binary.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "common/run_binary.h"
 #include "text/chat_template.h"
 
 namespace hearth::text {
@@ -92,40 +91,28 @@ TEST(ChatTemplate, PlainJsonKeepsWorking) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
+using tests::BinaryRun;
 
-CliRun hearth(const std::string& args) {
-  std::string bin = std::string(HEARTH_BINARY_DIR) + "/bin/hearth";
-  CliRun run;
-  FILE* pipe = popen((bin + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+// `hearth <args>`, stdout and stderr together in `out`.
+BinaryRun hearth(const std::string& args) {
+  return tests::run_hearth(args, tests::Stderr::kMerged);
 }
 
 TEST(TemplateVerb, PrintsThePromptExactly) {
-  ASSERT_TRUE(fs::exists(std::string(HEARTH_BINARY_DIR) + "/bin/hearth"))
-      << "build the hearth target first";
+  ASSERT_TRUE(fs::exists(tests::hearth_binary())) << "build the hearth target first";
   TempDir dir;
   dir.write("messages.json",
             R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])");
   dir.write("tools.json",
             R"([{"type": "function", "function": {"name": "calc", "parameters": {}}}])");
   std::string model = kFixtures + "/inputs/qwen3";
-  CliRun plain = hearth("template --model " + model + " --messages " + dir.path() +
-                        "/messages.json --kwargs '{\"enable_thinking\": false}'");
+  BinaryRun plain = hearth("template --model " + model + " --messages " + dir.path() +
+                           "/messages.json --kwargs '{\"enable_thinking\": false}'");
   EXPECT_EQ(plain.exit_code, 0) << plain.out;
   EXPECT_EQ(plain.out,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
             "<|im_start|>assistant\n<think>\n\n</think>\n\n");
-  CliRun tools =
+  BinaryRun tools =
       hearth("template --model " + model + " --messages " + dir.path() + "/messages.json --tools " +
              dir.path() + "/tools.json --no-generation-prompt");
   EXPECT_EQ(tools.exit_code, 0) << tools.out;
@@ -140,15 +127,16 @@ TEST(TemplateVerb, TemplateErrorsAreReported) {
   TempDir dir;
   dir.write("messages.json",
             R"([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])");
-  CliRun r = hearth("template --model " + kFixtures + "/inputs/gemma3 --messages " + dir.path() +
-                    "/messages.json");
+  BinaryRun r = hearth("template --model " + kFixtures + "/inputs/gemma3 --messages " + dir.path() +
+                       "/messages.json");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("Conversation roles must alternate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("line "), std::string::npos) << r.out;
-  CliRun bad = hearth("template --model " + kFixtures + "/inputs/llama3 --messages " + dir.path() +
-                      "/messages.json --kwargs '[1]'");
+  BinaryRun bad = hearth("template --model " + kFixtures + "/inputs/llama3 --messages " +
+                         dir.path() + "/messages.json --kwargs '[1]'");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
-  CliRun missing = hearth("template --model " + kFixtures + "/inputs/llama3 --messages /nope.json");
+  BinaryRun missing =
+      hearth("template --model " + kFixtures + "/inputs/llama3 --messages /nope.json");
   EXPECT_EQ(missing.exit_code, 1) << missing.out;
 }
 

@@ -2,46 +2,23 @@
 // stdin and file input, and the errors a user can trigger.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/run_binary.h"
 #include "tokenizer_test_util.h"
 
 namespace hearth::text {
 namespace {
 
-struct CliRun {
-  int exit_code;
-  std::string out;  // stdout only
-  std::string err;
-};
+using tests::BinaryRun;
+using tests::shell_quote;
 
-CliRun run_shell(const std::string& command) {
-  std::string err_path = ::testing::TempDir() + "/hearth_tokenize_err.txt";
-  std::string cmd = command + " 2>" + err_path;
-  CliRun run{-1, "", ""};
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  run.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  return run;
-}
+// Runs a shell command line: stdout in `out`, stderr in `err`.
+BinaryRun run_shell(const std::string& command) { return tests::run_command(command); }
 
-std::string hearth() { return std::string(HEARTH_BINARY_DIR) + "/bin/hearth"; }
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+std::string hearth() { return tests::hearth_binary(); }
 
 std::string write_temp(const std::string& name, const std::string& content) {
   std::string path = ::testing::TempDir() + "/" + name;
@@ -63,7 +40,8 @@ TEST_F(TokenizeCli, EncodePrintsOneJsonArrayMatchingTheLibrary) {
   auto tok = load_test_tokenizer("llama2");
   ASSERT_TRUE(tok.ok());
   const std::string text = "Hello, 世界! <|im_start|>user\n  x";
-  CliRun r = run_shell(hearth() + " tokenize --tokenizer " + dir_ + " --text " + quote(text));
+  BinaryRun r =
+      run_shell(hearth() + " tokenize --tokenizer " + dir_ + " --text " + shell_quote(text));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto ids = tok->encode(text, false);
   ASSERT_TRUE(ids.ok());
@@ -73,42 +51,42 @@ TEST_F(TokenizeCli, EncodePrintsOneJsonArrayMatchingTheLibrary) {
 TEST_F(TokenizeCli, DecodePrintsTheTextExactlyWithoutANewline) {
   const std::string text = "line one\n\tcafé 🤖\n";
   std::string file = write_temp("tokenize_in.txt", text);
-  CliRun enc =
+  BinaryRun enc =
       run_shell(hearth() + " tokenize --tokenizer " + dir_ + "/tokenizer.json --file " + file);
   ASSERT_EQ(enc.exit_code, 0) << enc.err;
   // ids from stdin
-  CliRun dec = run_shell("printf '%s' " + quote(enc.out) + " | " + hearth() +
-                         " tokenize --decode --tokenizer " + dir_);
+  BinaryRun dec = run_shell("printf '%s' " + shell_quote(enc.out) + " | " + hearth() +
+                            " tokenize --decode --tokenizer " + dir_);
   ASSERT_EQ(dec.exit_code, 0) << dec.err;
   EXPECT_EQ(dec.out, text);
   // ids from --text and from --file give the same bytes
-  CliRun dec_text =
-      run_shell(hearth() + " tokenize --decode --tokenizer " + dir_ + " --text " + quote(enc.out));
+  BinaryRun dec_text = run_shell(hearth() + " tokenize --decode --tokenizer " + dir_ + " --text " +
+                                 shell_quote(enc.out));
   EXPECT_EQ(dec_text.out, text);
-  CliRun dec_file = run_shell(hearth() + " tokenize --decode --tokenizer " + dir_ + " --file " +
-                              write_temp("tokenize_ids.json", enc.out));
+  BinaryRun dec_file = run_shell(hearth() + " tokenize --decode --tokenizer " + dir_ + " --file " +
+                                 write_temp("tokenize_ids.json", enc.out));
   EXPECT_EQ(dec_file.out, text);
 }
 
 TEST_F(TokenizeCli, SpecialFlagsAddAndSkipSpecialTokens) {
   std::string llama2 = test_tokenizer_dir("llama2");
-  CliRun with = run_shell(hearth() + " tokenize --special --tokenizer " + llama2 + " --text hi");
-  CliRun without = run_shell(hearth() + " tokenize --tokenizer " + llama2 + " --text hi");
+  BinaryRun with = run_shell(hearth() + " tokenize --special --tokenizer " + llama2 + " --text hi");
+  BinaryRun without = run_shell(hearth() + " tokenize --tokenizer " + llama2 + " --text hi");
   ASSERT_EQ(with.exit_code, 0) << with.err;
   auto a = nlohmann::json::parse(with.out), b = nlohmann::json::parse(without.out);
   ASSERT_EQ(a.size(), b.size() + 1);
   EXPECT_EQ(a[0], 1);  // <s>
-  CliRun keep = run_shell(hearth() + " tokenize --decode --tokenizer " + llama2 + " --text " +
-                          quote(with.out));
-  CliRun skip = run_shell(hearth() + " tokenize --decode --skip-special --tokenizer " + llama2 +
-                          " --text " + quote(with.out));
+  BinaryRun keep = run_shell(hearth() + " tokenize --decode --tokenizer " + llama2 + " --text " +
+                             shell_quote(with.out));
+  BinaryRun skip = run_shell(hearth() + " tokenize --decode --skip-special --tokenizer " + llama2 +
+                             " --text " + shell_quote(with.out));
   EXPECT_EQ(keep.out, "<s> hi");
   EXPECT_EQ(skip.out, "hi");
 }
 
 TEST_F(TokenizeCli, BenchPrintsThroughput) {
-  CliRun r = run_shell(hearth() + " tokenize --bench 3 --tokenizer " + dir_ + " --text " +
-                       quote("some words to encode, repeated"));
+  BinaryRun r = run_shell(hearth() + " tokenize --bench 3 --tokenizer " + dir_ + " --text " +
+                          shell_quote("some words to encode, repeated"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
@@ -118,32 +96,32 @@ TEST_F(TokenizeCli, BenchPrintsThroughput) {
 }
 
 TEST_F(TokenizeCli, ErrorsAreOneLineAndExitOne) {
-  CliRun missing = run_shell(hearth() + " tokenize --tokenizer /nonexistent/dir --text x");
+  BinaryRun missing = run_shell(hearth() + " tokenize --tokenizer /nonexistent/dir --text x");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("no tokenizer file"), std::string::npos) << missing.err;
 
-  CliRun bad_id =
+  BinaryRun bad_id =
       run_shell(hearth() + " tokenize --decode --tokenizer " + dir_ + " --text '[1, 99999999]'");
   EXPECT_EQ(bad_id.exit_code, 1);
   EXPECT_NE(bad_id.err.find("outside the vocabulary"), std::string::npos) << bad_id.err;
 
-  CliRun not_json =
+  BinaryRun not_json =
       run_shell(hearth() + " tokenize --decode --tokenizer " + dir_ + " --text 'hello'");
   EXPECT_EQ(not_json.exit_code, 1);
   EXPECT_NE(not_json.err.find("JSON array"), std::string::npos) << not_json.err;
 
   std::string bad_utf8 = write_temp("tokenize_bad.txt", std::string("ok \xC3\x28 \xFF end"));
-  CliRun invalid = run_shell(hearth() + " tokenize --tokenizer " + dir_ + " --file " + bad_utf8);
+  BinaryRun invalid = run_shell(hearth() + " tokenize --tokenizer " + dir_ + " --file " + bad_utf8);
   EXPECT_EQ(invalid.exit_code, 1);
   EXPECT_NE(invalid.err.find("not valid UTF-8"), std::string::npos) << invalid.err;
 
-  CliRun broken = run_shell(
+  BinaryRun broken = run_shell(
       hearth() + " tokenize --tokenizer " +
       write_temp("broken_tokenizer.json", "{\"model\": {\"type\": \"WordLevel\"}}") + " --text x");
   EXPECT_EQ(broken.exit_code, 1);
   EXPECT_NE(broken.err.find("unsupported model type 'WordLevel'"), std::string::npos) << broken.err;
 
-  CliRun usage = run_shell(hearth() + " tokenize --text x");
+  BinaryRun usage = run_shell(hearth() + " tokenize --text x");
   EXPECT_EQ(usage.exit_code, 2);
 }
 
