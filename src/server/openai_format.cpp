@@ -44,6 +44,32 @@ json usage_json(const UsageInfo& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+// The fields every OpenAI response object and chunk starts with.
+json openai_object(const FormatContext& ctx, const char* object) {
+  return {{"id", ctx.id},
+          {"object", object},
+          {"created", ctx.created},
+          {"model", ctx.model},
+          {"system_fingerprint", nullptr}};
+}
+
+// The end of an OpenAI stream: when the client asked for usage (stream_options.include_usage),
+// `chunk` (a bare chunk object) carries it with no choices; then "data: [DONE]".
+std::string openai_stream_end(bool include_usage, json chunk, const UsageInfo& usage) {
+  std::string out;
+  if (include_usage) {
+    chunk["choices"] = json::array();
+    chunk["usage"] = usage_json(usage);
+    out += sse_data(chunk);
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+// A mid-stream error: the error body as one data event, then "data: [DONE]".
+std::string openai_stream_error(const ApiError& e) {
+  return sse_data(json::parse(render_error(e, ApiFlavor::kOpenAI).body)) + "data: [DONE]\n\n";
+}
+
 class ChatFormatter : public ApiFormatter {
  public:
   ChatFormatter(const GenerationRequest& r, FormatContext c)
@@ -87,19 +113,10 @@ class ChatFormatter : public ApiFormatter {
   }
 
   std::string stream_end(const std::vector<ChoiceResult>&, const UsageInfo& usage) override {
-    std::string out;
-    if (include_usage_) {
-      json c = base("chat.completion.chunk");
-      c["choices"] = json::array();
-      c["usage"] = usage_json(usage);
-      out += sse_data(c);
-    }
-    return out + "data: [DONE]\n\n";
+    return openai_stream_end(include_usage_, base("chat.completion.chunk"), usage);
   }
 
-  std::string stream_error(const ApiError& e) override {
-    return sse_data(json::parse(render_error(e, ApiFlavor::kOpenAI).body)) + "data: [DONE]\n\n";
-  }
+  std::string stream_error(const ApiError& e) override { return openai_stream_error(e); }
 
   json complete(const std::vector<ChoiceResult>& results, const UsageInfo& usage) override {
     json c = base("chat.completion");
@@ -129,13 +146,7 @@ class ChatFormatter : public ApiFormatter {
   }
 
  private:
-  json base(const char* object) const {
-    return {{"id", ctx_.id},
-            {"object", object},
-            {"created", ctx_.created},
-            {"model", ctx_.model},
-            {"system_fingerprint", nullptr}};
-  }
+  json base(const char* object) const { return openai_object(ctx_, object); }
 
   json logprobs_json(const std::vector<LogprobEntry>& lps) const {
     if (!logprobs_) return nullptr;
@@ -191,19 +202,10 @@ class CompletionFormatter : public ApiFormatter {
   }
 
   std::string stream_end(const std::vector<ChoiceResult>&, const UsageInfo& usage) override {
-    std::string out;
-    if (include_usage_) {
-      json c = base();
-      c["choices"] = json::array();
-      c["usage"] = usage_json(usage);
-      out += sse_data(c);
-    }
-    return out + "data: [DONE]\n\n";
+    return openai_stream_end(include_usage_, base(), usage);
   }
 
-  std::string stream_error(const ApiError& e) override {
-    return sse_data(json::parse(render_error(e, ApiFlavor::kOpenAI).body)) + "data: [DONE]\n\n";
-  }
+  std::string stream_error(const ApiError& e) override { return openai_stream_error(e); }
 
   json complete(const std::vector<ChoiceResult>& results, const UsageInfo& usage) override {
     json c = base();
@@ -221,13 +223,7 @@ class CompletionFormatter : public ApiFormatter {
   }
 
  private:
-  json base() const {
-    return {{"id", ctx_.id},
-            {"object", "text_completion"},
-            {"created", ctx_.created},
-            {"model", ctx_.model},
-            {"system_fingerprint", nullptr}};
-  }
+  json base() const { return openai_object(ctx_, "text_completion"); }
 
   json logprobs_json(int choice, const std::vector<LogprobEntry>& lps) {
     if (!logprobs_) return nullptr;
