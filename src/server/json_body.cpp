@@ -76,6 +76,17 @@ int max_depth(std::string_view text, int limit) {
   return deepest;
 }
 
+// "Invalid 'field': number below minimum value. Expected a value >= min, but got x instead." and
+// its siblings (integer / above maximum), as OpenAI words them.
+template <typename Limit, typename Got>
+[[noreturn]] void throw_out_of_range(const std::string& field, const char* kind, bool below,
+                                     Limit limit, Got got) {
+  throw_invalid(
+      fmt::format("Invalid '{}': {} {} value. Expected a value {} {}, but got {} instead.", field,
+                  kind, below ? "below minimum" : "above maximum", below ? ">=" : "<=", limit, got),
+      field);
+}
+
 }  // namespace
 
 json parse_json_body(std::string_view body) {
@@ -148,16 +159,10 @@ std::optional<double> FieldReader::number(std::string_view key, double min, doub
   if (!v->is_number()) type_error(key, "a number");
   double d = v->get<double>();
   if (!std::isfinite(d) || d < min) {
-    throw_invalid(fmt::format("Invalid '{}': number below minimum value. Expected a value >= {}, "
-                              "but got {} instead.",
-                              name(key), min, d),
-                  name(key));
+    throw_out_of_range(name(key), "number", true, min, d);
   }
   if (d > max) {
-    throw_invalid(fmt::format("Invalid '{}': number above maximum value. Expected a value <= {}, "
-                              "but got {} instead.",
-                              name(key), max, d),
-                  name(key));
+    throw_out_of_range(name(key), "number", false, max, d);
   }
   return d;
 }
@@ -170,23 +175,14 @@ std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, i
                    std::fabs(v->get<double>()) < 9e15);
   if (!integral) type_error(key, "an integer");
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-    throw_invalid(fmt::format("Invalid '{}': integer above maximum value. Expected a value <= "
-                              "{}, but got {} instead.",
-                              name(key), max, v->get<uint64_t>()),
-                  name(key));
+    throw_out_of_range(name(key), "integer", false, max, v->get<uint64_t>());
   }
   int64_t i = v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
   if (i < min) {
-    throw_invalid(fmt::format("Invalid '{}': integer below minimum value. Expected a value >= {}, "
-                              "but got {} instead.",
-                              name(key), min, i),
-                  name(key));
+    throw_out_of_range(name(key), "integer", true, min, i);
   }
   if (i > max) {
-    throw_invalid(fmt::format("Invalid '{}': integer above maximum value. Expected a value <= {}, "
-                              "but got {} instead.",
-                              name(key), max, i),
-                  name(key));
+    throw_out_of_range(name(key), "integer", false, max, i);
   }
   return i;
 }
