@@ -25,16 +25,9 @@ class ResponsesFormatter : public ApiFormatter {
     switch (d.kind) {
       case OutputDelta::Kind::kReasoning:
         if (open_ != Item::kReasoning) {
-          out += close_item();
-          open_ = Item::kReasoning;
-          item_id_ = random_id("rs_");
-          text_.clear();
-          out += event("response.output_item.added", {{"output_index", output_index_},
-                                                      {"item",
-                                                       {{"id", item_id_},
-                                                        {"type", "reasoning"},
-                                                        {"summary", json::array()},
-                                                        {"content", json::array()}}}});
+          out += open_item(
+              Item::kReasoning, "rs_",
+              {{"type", "reasoning"}, {"summary", json::array()}, {"content", json::array()}});
         }
         text_ += d.text;
         out += event("response.reasoning_text.delta", {{"item_id", item_id_},
@@ -44,17 +37,11 @@ class ResponsesFormatter : public ApiFormatter {
         break;
       case OutputDelta::Kind::kContent:
         if (open_ != Item::kMessage) {
-          out += close_item();
-          open_ = Item::kMessage;
-          item_id_ = random_id("msg_");
-          text_.clear();
-          out += event("response.output_item.added", {{"output_index", output_index_},
-                                                      {"item",
-                                                       {{"id", item_id_},
-                                                        {"type", "message"},
-                                                        {"status", "in_progress"},
-                                                        {"role", "assistant"},
-                                                        {"content", json::array()}}}});
+          out += open_item(Item::kMessage, "msg_",
+                           {{"type", "message"},
+                            {"status", "in_progress"},
+                            {"role", "assistant"},
+                            {"content", json::array()}});
           out += event("response.content_part.added", {{"item_id", item_id_},
                                                        {"output_index", output_index_},
                                                        {"content_index", 0},
@@ -180,6 +167,18 @@ class ResponsesFormatter : public ApiFormatter {
     payload["type"] = type;
     payload["sequence_number"] = sequence_++;
     return sse_event(type, payload);
+  }
+
+  // Closes the open item and opens a `kind` one: `item` gets a fresh id with `id_prefix` and is
+  // announced with response.output_item.added.
+  std::string open_item(Item kind, const char* id_prefix, json item) {
+    std::string out = close_item();
+    open_ = kind;
+    item_id_ = random_id(id_prefix);
+    text_.clear();
+    item["id"] = item_id_;
+    return out + event("response.output_item.added",
+                       {{"output_index", output_index_}, {"item", std::move(item)}});
   }
 
   std::string close_item() {
