@@ -12,6 +12,7 @@ Verb add_benchmark_verb(CLI::App& app);
 Verb add_generate_verb(CLI::App& app);
 Verb add_get_verb(CLI::App& app);
 Verb add_perplexity_verb(CLI::App& app);
+Verb add_convert_verb(CLI::App& app);
 Verb add_ls_verb(CLI::App& app);
 Verb add_gc_verb(CLI::App& app);
 Verb add_fit_verb(CLI::App& app);
@@ -26,6 +27,7 @@ inline constexpr VerbFactory kVerbs[] = {
     add_generate_verb,
     add_get_verb,
     add_perplexity_verb,
+    add_convert_verb,
     add_ls_verb,
     add_gc_verb,
     add_fit_verb,

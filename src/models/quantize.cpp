@@ -108,7 +108,7 @@ Result<QuantizedMatrix> quantize_affine(const float* w, int64_t rows, int64_t co
 }
 
 Status quantize_model_dir(const std::string& src_dir, const std::string& dst_dir, QuantSpec spec,
-                          DType scale_dtype) {
+                          DType scale_dtype, const QuantizeProgress& progress) {
   namespace fs = std::filesystem;
   HEARTH_ASSIGN_OR_RETURN(WeightStore store, WeightStore::open(src_dir));
   HEARTH_ASSIGN_OR_RETURN(std::string config_text,
@@ -122,8 +122,11 @@ Status quantize_model_dir(const std::string& src_dir, const std::string& dst_dir
   if (ec) return io_error("cannot create {}: {}", dst_dir, ec.message());
 
   std::vector<TensorToWrite> out;
-  for (const std::string& name : store.names()) {
+  const std::vector<std::string> names = store.names();
+  int done = 0;
+  for (const std::string& name : names) {
     HEARTH_ASSIGN_OR_RETURN(TensorView t, store.get(name));
+    if (progress) progress(done++, static_cast<int>(names.size()), name);
     if (!is_quantizable(name, t, spec.group_size)) {
       TensorToWrite copy{name, t.dtype, t.shape, {}};
       copy.bytes.assign(t.as<uint8_t>(), t.as<uint8_t>() + t.nbytes());
@@ -142,6 +145,7 @@ Status quantize_model_dir(const std::string& src_dir, const std::string& dst_dir
     out.push_back({module + ".scales", scale_dtype, side, encode(q.scales, scale_dtype)});
     out.push_back({module + ".biases", scale_dtype, side, encode(q.biases, scale_dtype)});
   }
+  if (progress) progress(done, done, "model.safetensors");
   HEARTH_RETURN_IF_ERROR(write_safetensors((fs::path(dst_dir) / "model.safetensors").string(), out,
                                            {{"format", "mlx"}}));
   nlohmann::json q = {{"group_size", spec.group_size}, {"bits", spec.bits}};
@@ -156,7 +160,8 @@ Status quantize_model_dir(const std::string& src_dir, const std::string& dst_dir
     }
   }
   for (const char* extra : {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                            "chat_template.jinja", "special_tokens_map.json"}) {
+                            "chat_template.jinja", "chat_template.json", "special_tokens_map.json",
+                            "added_tokens.json", "tokenizer.model", "vocab.json", "merges.txt"}) {
     const fs::path p = fs::path(src_dir) / extra;
     if (fs::is_regular_file(p)) {
       fs::copy_file(p, fs::path(dst_dir) / extra, fs::copy_options::overwrite_existing, ec);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,11 @@ Result<QuantizedMatrix> quantize_affine(const float* w, int64_t rows, int64_t co
 // Writes a quantized copy of the model in src_dir to dst_dir: every 2-D weight of a linear
 // layer or embedding whose input dim divides by the group size is quantized (scales and
 // biases stored as scale_dtype: kF32, kBF16 or kF16), the rest copied; config.json gains
-// "quantization"; tokenizer and generation files are copied.
+// "quantization"; tokenizer and generation files are copied. `progress`, when set, is called
+// before each tensor (tensors done so far, the total, its name) and once more before the
+// output is written (done == total).
+using QuantizeProgress = std::function<void(int done, int total, const std::string& name)>;
 Status quantize_model_dir(const std::string& src_dir, const std::string& dst_dir, QuantSpec spec,
-                          DType scale_dtype);
+                          DType scale_dtype, const QuantizeProgress& progress = nullptr);
 
 }  // namespace hearth
