@@ -4,48 +4,11 @@
 #include <fmt/format.h>
 #include <cmath>
 
+#include "text/utf8.h"
+
 namespace hearth::server {
 
 using nlohmann::json;
-
-std::size_t find_invalid_utf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  std::size_t n = text.size();
-  std::size_t i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    for (std::size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
 
 namespace {
 
@@ -91,7 +54,7 @@ template <typename Limit, typename Got>
 
 json parse_json_body(std::string_view body) {
   if (body.empty()) throw_invalid("request body is empty; expected a JSON object");
-  if (std::size_t bad = find_invalid_utf8(body); bad != std::string_view::npos) {
+  if (std::size_t bad = text::find_invalid_utf8(body); bad != std::string_view::npos) {
     throw_invalid(fmt::format("request body is not valid UTF-8 (byte offset {})", bad));
   }
   if (max_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {

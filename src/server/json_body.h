@@ -19,9 +19,6 @@ inline constexpr int kMaxJsonDepth = 64;
 // deeper than kMaxJsonDepth, malformed JSON or a non-object top level.
 nlohmann::json parse_json_body(std::string_view body);
 
-// First invalid byte offset of `text` as UTF-8, or npos when valid.
-std::size_t find_invalid_utf8(std::string_view text);
-
 // Typed reads of one JSON object's fields. `prefix` names the object in messages
 // ("messages[2]."); every miss or mismatch throws ApiException naming prefix + key.
 class FieldReader {

@@ -407,7 +407,7 @@ TEST_F(ServerFixture, ManyIdleStreamsOnTwoThreads) {
   // The server still answers a fresh request promptly while all of them stream.
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(call("GET", "/health").status, 200);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // loaded CI box
   for (int fd : fds) close(fd);
 }
 

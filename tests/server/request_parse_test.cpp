@@ -3,11 +3,14 @@
 // counterpart of the libFuzzer target).
 #include <gtest/gtest.h>
 
+#include "text/utf8.h"
+
 #include <random>
 #include <string>
 
 #include "server/generation_request.h"
 #include "server/json_body.h"
+#include "text/utf8.h"
 
 namespace hearth::server {
 namespace {
@@ -38,9 +41,10 @@ TEST(JsonBody, RejectsBadBytes) {
   // Found by the fuzzer: a number past double's range throws out_of_range, not parse_error.
   EXPECT_NE(error_of([] { parse_json_body("7e383"); }).message.find("not valid JSON"),
             std::string::npos);
-  EXPECT_EQ(find_invalid_utf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"), std::string::npos);
-  EXPECT_EQ(find_invalid_utf8("\xc0\xaf"), 0u);        // overlong
-  EXPECT_EQ(find_invalid_utf8("ab\xed\xa0\x80"), 2u);  // surrogate
+  EXPECT_EQ(text::find_invalid_utf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"),
+            std::string::npos);
+  EXPECT_EQ(text::find_invalid_utf8("\xc0\xaf"), 0u);        // overlong
+  EXPECT_EQ(text::find_invalid_utf8("ab\xed\xa0\x80"), 2u);  // surrogate
 }
 
 TEST(ChatParse, MapsFields) {
