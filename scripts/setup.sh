@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ cmake make pkg-config ccache
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
-  libpcre2-dev libutf8proc-dev libxxhash-dev libzstd-dev
+  libpcre2-dev libutf8proc-dev libxxhash-dev
   libssl-dev libcurl4-openssl-dev libboost-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   clang-format nodejs npm
 )
 
