@@ -59,9 +59,11 @@ class TimedModel : public Model {
   Status copy_kv_block(int src, int dst) override { return inner_->copy_kv_block(src, dst); }
   Status forward(const ForwardBatch& batch, std::span<float> logits) override {
     int64_t t0 = monotonic_ns();
+    if (last_end_ns > 0) gaps_ns.push_back(t0 - last_end_ns);
     double c0 = cpu_seconds();
     Status s = inner_->forward(batch, logits);
-    forward_ns += monotonic_ns() - t0;
+    last_end_ns = monotonic_ns();
+    forward_ns += last_end_ns - t0;
     if (batch.tokens.size() > 1) prefill_cpu_s += cpu_seconds() - c0;
     ++forward_calls;
     return s;
@@ -73,6 +75,8 @@ class TimedModel : public Model {
   int64_t forward_ns = 0;  // written on the engine thread, read after the engine is idle
   int64_t forward_calls = 0;
   double prefill_cpu_s = 0;  // process CPU time inside multi-token forwards
+  int64_t last_end_ns = 0;
+  std::vector<int64_t> gaps_ns;  // between the end of one forward and the next one's start
 
  private:
   std::unique_ptr<Model> inner_;
@@ -263,9 +267,18 @@ int step_overhead(const Args& args) {
       fmt::print(stderr, "{}\n", r.status().to_string());
       return 1;
     }
+    std::vector<int64_t> gaps = std::move(timed_raw->gaps_ns);
+    timed_raw->gaps_ns.clear();
+    timed_raw->last_end_ns = 0;
     if (run < 0) continue;
     double fwd = static_cast<double>(timed_raw->forward_ns - f0) * 1e-9;
     double calls = static_cast<double>(timed_raw->forward_calls - c0);
+    std::sort(gaps.begin(), gaps.end());
+    if (!gaps.empty()) {
+      fmt::print("  gaps between forwards: median {:.1f} us, max {:.1f} us\n",
+                 static_cast<double>(gaps[gaps.size() / 2]) * 1e-3,
+                 static_cast<double>(gaps.back()) * 1e-3);
+    }
     fmt::print(
         "run {}: {} requests, {:.1f} tok/s aggregate decode, {:.0f} steps, forward "
         "{:.1f} us/step, engine outside forward {:.1f} us/step\n",

@@ -68,6 +68,39 @@ TEST(Sampler, GreedyTakesArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(top1.sample(logits, {}), 3);
 }
 
+// The greedy argmax runs eight lanes plus a tail: sizes around the lane width and a
+// 151,937-token vocab, ties put in different lanes and the tail, NaN and -inf rows, all
+// against the plain "first index of the largest value" definition.
+TEST(Sampler, GreedyArgmaxMatchesTheDefinitionAtEverySize) {
+  SamplingParams params;
+  params.temperature = 0;
+  Sampler sampler(params);
+  SamplerRng rng(7);
+  auto reference = [](const std::vector<float>& l) {
+    size_t best = 0;
+    for (size_t i = 1; i < l.size(); ++i) {
+      if (l[i] > l[best]) best = i;
+    }
+    return static_cast<int32_t>(best);
+  };
+  for (size_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 1000, 151937}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<float> logits(n);
+      for (float& l : logits) l = static_cast<float>(rng.next_unit() * 20.0 - 10.0);
+      if (trial >= 1 && n > 1) {  // a tie for the maximum: the lower id must win
+        size_t a = rng.next_u64() % n, b = rng.next_u64() % n;
+        logits[a] = logits[b] = 50.0f;
+      }
+      if (trial == 2) logits[n - 1] = 60.0f;  // the maximum in the tail
+      if (trial == 3) logits[rng.next_u64() % n] = std::nanf("");
+      if (trial == 4) std::fill(logits.begin(), logits.end(), -INFINITY);
+      std::vector<float> clean = logits;
+      for (float& l : clean) l = std::isnan(l) ? -INFINITY : l;
+      EXPECT_EQ(sampler.sample(logits, {}), reference(clean)) << "n " << n << " trial " << trial;
+    }
+  }
+}
+
 TEST(Sampler, NanLogitsAreNeverChosen) {
   SamplingParams params;
   params.temperature = 0;
