@@ -142,7 +142,7 @@ TEST(Engine, ShutdownFinishesOutstandingRequestsAsCancelled) {
 }
 
 // Submitters, cancellers, stats readers and several shutdown callers at once (run under
-// ThreadSanitizer in its own build, see benchmarks/RESULTS.md): every accepted request
+// ThreadSanitizer in its own build, see docs/architecture.md "Build"): every accepted request
 // finishes exactly once and every shutdown call returns with the thread joined.
 TEST(Engine, ConcurrentSubmitCancelStatsAndShutdown) {
   auto engine = make_engine({.max_batch = 3, .block_size = 2, .num_blocks = 30});
