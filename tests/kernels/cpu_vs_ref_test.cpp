@@ -77,7 +77,12 @@ TEST_P(LinearTest, AllFormatsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Sizes, LinearTest,
                          ::testing::Values(Case{769, 64, 1}, Case{5125, 96, 3}, Case{33, 769, 2},
                                            Case{65, 5120, 1}, Case{769, 128, 7}, Case{129, 512, 17},
-                                           Case{257, 256, 4}));
+                                           Case{257, 256, 4},
+                                           // Prefill batches (rows > 4): quantized tiles are
+                                           // dequantized into an f32 panel; odd row counts
+                                           // leave partial weight and activation tiles.
+                                           Case{769, 320, 33}, Case{45, 1024, 130},
+                                           Case{31, 96, 5}));
 
 // MLX's grid is anchored exactly at the larger-magnitude edge of each group and the step is
 // rescaled to keep zero representable, so the far edge may sit up to ~a step outside the grid.

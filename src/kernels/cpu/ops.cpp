@@ -72,27 +72,50 @@ float row_dot(const WeightMatrix& w, int64_t r, const float* x, const float* gro
 }
 
 #ifdef HEARTH_CPU_AVX512
+// Rows [r0, r1) of y = x · wᵀ for a float / bf16 / f16 matrix and M activation rows; y row
+// i starts at y + i * y_stride and is indexed by weight row.
+template <int M>
+void dense_tile_avx512(const WeightMatrix& w, const float* x, int64_t r0, int64_t r1, float* y,
+                       int64_t y_stride) {
+  // Four weight rows per step: with four activation rows that is 16 accumulators, half
+  // of the 32 vector registers.
+  constexpr int kRows = 4;
+  float out[M * kRows];
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) {
+    dense_rows_avx512<kRows, M>(w, r, x, w.cols, out);
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < kRows; ++j) y[i * y_stride + r + j] = out[i * kRows + j];
+    }
+  }
+  for (; r < r1; ++r) {
+    dense_rows_avx512<1, M>(w, r, x, w.cols, out);
+    for (int i = 0; i < M; ++i) y[i * y_stride + r] = out[i];
+  }
+}
+
+void dense_tile_avx512(const WeightMatrix& w, const float* x, int64_t m, int64_t r0, int64_t r1,
+                       float* y, int64_t y_stride) {
+  switch (m) {
+    case 1:
+      return dense_tile_avx512<1>(w, x, r0, r1, y, y_stride);
+    case 2:
+      return dense_tile_avx512<2>(w, x, r0, r1, y, y_stride);
+    case 3:
+      return dense_tile_avx512<3>(w, x, r0, r1, y, y_stride);
+    default:
+      return dense_tile_avx512<4>(w, x, r0, r1, y, y_stride);
+  }
+}
+
 template <int M>
 void rows_avx512(const WeightMatrix& w, const float* x, const float* group_sums, int64_t r0,
                  int64_t r1, float* y) {
-  float out[M * 4];
   if (!w.quantized()) {
-    int64_t r = r0;
-    // Four weight rows per step: with four activation rows that is 16 accumulators, half
-    // of the 32 vector registers.
-    constexpr int kRows = 4;
-    for (; r + kRows <= r1; r += kRows) {
-      dense_rows_avx512<kRows, M>(w, r, x, w.cols, out);
-      for (int i = 0; i < M; ++i) {
-        for (int j = 0; j < kRows; ++j) y[i * w.rows + r + j] = out[i * kRows + j];
-      }
-    }
-    for (; r < r1; ++r) {
-      dense_rows_avx512<1, M>(w, r, x, w.cols, out);
-      for (int i = 0; i < M; ++i) y[i * w.rows + r] = out[i];
-    }
+    dense_tile_avx512<M>(w, x, r0, r1, y, w.rows);
     return;
   }
+  float out[M * 4];
   // Prefill: two quantized rows per step (2 x M group and row accumulators). Decode (M = 1)
   // measured faster one row at a time.
   constexpr int kRows = M == 1 ? 1 : 2;
@@ -172,22 +195,36 @@ std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t 
 
 #ifdef HEARTH_CPU_AVX512
 // Prefill-sized batches with the AVX-512 row kernels: weight rows in tiles of kBlockRows
-// (kept in L1/L2), each tile against the activations four rows at a time; quantized
-// weights are used in place, never expanded to f32. False when the format has no kernel.
+// (kept in L1/L2), each tile against the activations four rows at a time with 4 x 4
+// register tiles. A quantized tile is first dequantized once into an f32 panel (per thread,
+// [kBlockRows, cols]) so it runs the same dense kernel: the dequantization is paid once per
+// tile instead of once per four activation rows. False when the format has no kernel.
 bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m,
                            float* y) {
   constexpr int64_t kBlockRows = 32;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  const std::vector<float> group_sums = group_sums_of(w, x, m);
-  const int64_t groups = w.quantized() ? w.cols / w.group_size : 0;
   ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
+    thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
     for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
       const int64_t r1 = std::min(b, r0 + kBlockRows);
+      WeightMatrix tile = w;
+      int64_t t0 = r0, t1 = r1;
+      float* ty = y;
+      if (w.quantized()) {
+        panel.resize(static_cast<std::size_t>(kBlockRows * w.cols));
+        if (w.bits == 8) {
+          dequant_rows_avx512<8>(w, r0, r1, panel.data());
+        } else {
+          dequant_rows_avx512<4>(w, r0, r1, panel.data());
+        }
+        tile = WeightMatrix{DType::kF32, r1 - r0, w.cols, panel.data()};
+        t0 = 0;
+        t1 = r1 - r0;
+        ty = y + r0;
+      }
       for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
         const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
-        matvec_rows_avx512(w, x + i0 * w.cols, rows,
-                           group_sums.empty() ? nullptr : group_sums.data() + i0 * groups, r0, r1,
-                           y + i0 * w.rows);
+        dense_tile_avx512(tile, x + i0 * w.cols, rows, t0, t1, ty + i0 * w.rows, w.rows);
       }
     }
   });
