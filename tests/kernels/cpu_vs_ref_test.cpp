@@ -81,8 +81,9 @@ INSTANTIATE_TEST_SUITE_P(Sizes, LinearTest,
                                            // Prefill batches (rows > 4): quantized tiles are
                                            // dequantized into an f32 panel; odd row counts
                                            // leave partial weight and activation tiles.
-                                           Case{769, 320, 33}, Case{45, 1024, 130},
-                                           Case{31, 96, 5}));
+                                           Case{769, 320, 33}, Case{45, 1024, 130}, Case{31, 96, 5},
+                                           // Over 1024 columns: partial column blocks add up.
+                                           Case{37, 2112, 9}, Case{19, 2080, 35}));
 
 // MLX's grid is anchored exactly at the larger-magnitude edge of each group and the step is
 // rescaled to keep zero representable, so the far edge may sit up to ~a step outside the grid.

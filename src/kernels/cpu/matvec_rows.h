@@ -81,18 +81,19 @@ inline __m512 load_q4x16(const uint8_t* q) {
       _mm512_and_si512(_mm512_srlv_epi32(lanes, shifts), _mm512_set1_epi32(0xf)));
 }
 
-// Rows [r0, r1) of a quantized matrix (group size a multiple of 16) as f32, w = s * q + b,
-// into out: [r1 - r0, cols]. Prefill dequantizes a tile once into this panel and runs the
-// dense register-tiled kernel over it.
+// Rows [r0, r1), columns [c0, c1) (whole groups) of a quantized matrix (group size a
+// multiple of 16) as f32, w = s * q + b, into out: [r1 - r0, c1 - c0]. Prefill dequantizes a
+// tile once into this panel and runs a dense register-tiled kernel over it.
 template <int Bits>
-void dequant_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
+void dequant_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                         float* out) {
   const int64_t groups = w.cols / w.group_size;
   const int64_t row_bytes = w.cols * Bits / 8;
   const auto* bytes = static_cast<const uint8_t*>(w.data);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* q = bytes + r * row_bytes;
-    float* o = out + (r - r0) * w.cols;
-    for (int64_t g = 0; g < groups; ++g) {
+    float* o = out + (r - r0) * (c1 - c0) - c0;
+    for (int64_t g = c0 / w.group_size; g < c1 / w.group_size; ++g) {
       const __m512 sc = _mm512_set1_ps(read_scalar(w.scales, w.scale_dtype, r * groups + g));
       const __m512 bi = _mm512_set1_ps(read_scalar(w.biases, w.scale_dtype, r * groups + g));
       const uint8_t* qg = q + g * w.group_size * Bits / 8;

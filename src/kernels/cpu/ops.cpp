@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/matvec_rows.h"
+#include "kernels/cpu/prefill_tile.h"
 #include "kernels/cpu/simd.h"
 
 namespace hearth::kernels::cpu {
@@ -194,37 +195,62 @@ std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t 
 }
 
 #ifdef HEARTH_CPU_AVX512
-// Prefill-sized batches with the AVX-512 row kernels: weight rows in tiles of kBlockRows
-// (kept in L1/L2), each tile against the activations four rows at a time with 4 x 4
-// register tiles. A quantized tile is first dequantized once into an f32 panel (per thread,
-// [kBlockRows, cols]) so it runs the same dense kernel: the dequantization is paid once per
-// tile instead of once per four activation rows. False when the format has no kernel.
+// Prefill-sized batches with the AVX-512 kernels: weight rows in tiles of kBlockRows (kept
+// in L1/L2). Float / bf16 / f16 tiles run against the activations four rows at a time with
+// 4 x 4 dot-product register tiles. A quantized tile is first dequantized once into an f32
+// panel (per thread, [kBlockRows, cols]) and multiplied with the broadcast micro-kernel of
+// prefill_tile.h against the transposed activations, 32 rows at a time: dequantization is
+// paid once per tile. False when the format has no kernel.
 bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m,
                            float* y) {
   constexpr int64_t kBlockRows = 32;
+  constexpr int64_t kBlockCols = 1024;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
-    thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
-    for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
-      const int64_t r1 = std::min(b, r0 + kBlockRows);
-      WeightMatrix tile = w;
-      int64_t t0 = r0, t1 = r1;
-      float* ty = y;
-      if (w.quantized()) {
-        panel.resize(static_cast<std::size_t>(kBlockRows * w.cols));
-        if (w.bits == 8) {
-          dequant_rows_avx512<8>(w, r0, r1, panel.data());
-        } else {
-          dequant_rows_avx512<4>(w, r0, r1, panel.data());
+  if (!w.quantized()) {
+    ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
+      for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
+        const int64_t r1 = std::min(b, r0 + kBlockRows);
+        for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
+          const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
+          dense_tile_avx512(w, x + i0 * w.cols, rows, r0, r1, y + i0 * w.rows, w.rows);
         }
-        tile = WeightMatrix{DType::kF32, r1 - r0, w.cols, panel.data()};
-        t0 = 0;
-        t1 = r1 - r0;
-        ty = y + r0;
       }
-      for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
-        const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
-        dense_tile_avx512(tile, x + i0 * w.cols, rows, t0, t1, ty + i0 * w.rows, w.rows);
+    });
+    return true;
+  }
+  // xt: [cols, mp] activations transposed, rows padded with zeros to whole micro-tiles.
+  const int64_t mp = (m + kPanelActRows - 1) / kPanelActRows * kPanelActRows;
+  std::vector<float> xt(static_cast<std::size_t>(w.cols * mp), 0.0f);
+  ctx.pool.parallel_for(w.cols, 64, [&](int64_t k0, int64_t k1) {
+    // 32 activation rows at a time: 32 sequential read streams, contiguous writes.
+    for (int64_t i0 = 0; i0 < m; i0 += kPanelActRows) {
+      const int64_t i1 = std::min(m, i0 + kPanelActRows);
+      for (int64_t k = k0; k < k1; ++k) {
+        for (int64_t i = i0; i < i1; ++i) xt[k * mp + i] = x[i * w.cols + k];
+      }
+    }
+  });
+  // Columns in blocks of kBlockCols (whole groups), the outer loop, so a block of xt
+  // ([kBlockCols, mp], 512 KiB at mp = 128) stays in L2 across every weight tile; partial
+  // sums add into y.
+  const int64_t block_cols =
+      std::max<int64_t>(w.group_size, kBlockCols / w.group_size * w.group_size);
+  ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
+    thread_local std::vector<float> panel;  // [kBlockRows, block_cols], reused across calls
+    panel.resize(static_cast<std::size_t>(kBlockRows * block_cols));
+    for (int64_t c0 = 0; c0 < w.cols; c0 += block_cols) {
+      const int64_t c1 = std::min(w.cols, c0 + block_cols);
+      for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
+        const int64_t r1 = std::min(b, r0 + kBlockRows);
+        if (w.bits == 8) {
+          dequant_rows_avx512<8>(w, r0, r1, c0, c1, panel.data());
+        } else {
+          dequant_rows_avx512<4>(w, r0, r1, c0, c1, panel.data());
+        }
+        for (int64_t i0 = 0; i0 < m; i0 += kPanelActRows) {
+          panel_rows_avx512(panel.data(), r1 - r0, c1 - c0, xt.data() + c0 * mp + i0, mp,
+                            std::min(kPanelActRows, m - i0), c0 > 0, y + i0 * w.rows + r0, w.rows);
+        }
       }
     }
   });
