@@ -5,6 +5,7 @@
 // otherwise ops.cpp keeps the AVX2 dot products of simd.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/simd.h"
@@ -103,6 +104,24 @@ void dequant_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t 
         _mm512_storeu_ps(og + c, _mm512_fmadd_ps(qf, sc, bi));
       }
     }
+  }
+}
+
+// Rows [r0, r1), columns [c0, c1) of a float / bf16 / f16 matrix as f32 into out:
+// [r1 - r0, c1 - c0], the prefill panel of a dense matrix.
+inline void dense_panel_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0,
+                               int64_t c1, float* out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* o = out + (r - r0) * (c1 - c0) - c0;
+    int64_t c = c0;
+    if (w.dtype == DType::kF32) {
+      const float* p = static_cast<const float*>(w.data) + r * w.cols;
+      std::copy(p + c0, p + c1, o + c0);
+      continue;
+    }
+    const auto* p = static_cast<const uint16_t*>(w.data) + r * w.cols;
+    for (; c + 16 <= c1; c += 16) _mm512_storeu_ps(o + c, load_w16(p + c, w.dtype));
+    for (; c < c1; ++c) o[c] = read_scalar(w.data, w.dtype, r * w.cols + c);
   }
 }
 

@@ -205,14 +205,33 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
                            float* y) {
   constexpr int64_t kBlockRows = 32;
   constexpr int64_t kBlockCols = 1024;
+  constexpr int64_t kPanelMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  if (!w.quantized()) {
+  if (m < kPanelMinRows) {
+    // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
+    // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
     ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
+      thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
       for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
         const int64_t r1 = std::min(b, r0 + kBlockRows);
+        WeightMatrix tile = w;
+        int64_t t0 = r0, t1 = r1;
+        float* ty = y;
+        if (w.quantized()) {
+          panel.resize(static_cast<std::size_t>(kBlockRows * w.cols));
+          if (w.bits == 8) {
+            dequant_rows_avx512<8>(w, r0, r1, 0, w.cols, panel.data());
+          } else {
+            dequant_rows_avx512<4>(w, r0, r1, 0, w.cols, panel.data());
+          }
+          tile = WeightMatrix{DType::kF32, r1 - r0, w.cols, panel.data()};
+          t0 = 0;
+          t1 = r1 - r0;
+          ty = y + r0;
+        }
         for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
           const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
-          dense_tile_avx512(w, x + i0 * w.cols, rows, r0, r1, y + i0 * w.rows, w.rows);
+          dense_tile_avx512(tile, x + i0 * w.cols, rows, t0, t1, ty + i0 * w.rows, w.rows);
         }
       }
     });
@@ -234,7 +253,8 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   // ([kBlockCols, mp], 512 KiB at mp = 128) stays in L2 across every weight tile; partial
   // sums add into y.
   const int64_t block_cols =
-      std::max<int64_t>(w.group_size, kBlockCols / w.group_size * w.group_size);
+      w.quantized() ? std::max<int64_t>(w.group_size, kBlockCols / w.group_size * w.group_size)
+                    : kBlockCols;
   ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
     thread_local std::vector<float> panel;  // [kBlockRows, block_cols], reused across calls
     panel.resize(static_cast<std::size_t>(kBlockRows * block_cols));
@@ -242,7 +262,9 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
       const int64_t c1 = std::min(w.cols, c0 + block_cols);
       for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
         const int64_t r1 = std::min(b, r0 + kBlockRows);
-        if (w.bits == 8) {
+        if (!w.quantized()) {
+          dense_panel_avx512(w, r0, r1, c0, c1, panel.data());
+        } else if (w.bits == 8) {
           dequant_rows_avx512<8>(w, r0, r1, c0, c1, panel.data());
         } else {
           dequant_rows_avx512<4>(w, r0, r1, c0, c1, panel.data());
