@@ -107,24 +107,6 @@ void dequant_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t 
   }
 }
 
-// Rows [r0, r1), columns [c0, c1) of a float / bf16 / f16 matrix as f32 into out:
-// [r1 - r0, c1 - c0], the prefill panel of a dense matrix.
-inline void dense_panel_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0,
-                               int64_t c1, float* out) {
-  for (int64_t r = r0; r < r1; ++r) {
-    float* o = out + (r - r0) * (c1 - c0) - c0;
-    int64_t c = c0;
-    if (w.dtype == DType::kF32) {
-      const float* p = static_cast<const float*>(w.data) + r * w.cols;
-      std::copy(p + c0, p + c1, o + c0);
-      continue;
-    }
-    const auto* p = static_cast<const uint16_t*>(w.data) + r * w.cols;
-    for (; c + 16 <= c1; c += 16) _mm512_storeu_ps(o + c, load_w16(p + c, w.dtype));
-    for (; c < c1; ++c) o[c] = read_scalar(w.data, w.dtype, r * w.cols + c);
-  }
-}
-
 // y[i * R + j] = sum_g scale_jg (q_jg · x_ig) + bias_jg sum(x_ig) for R consecutive quantized
 // rows (row j at q + j * row_bytes; group sizes a multiple of 16) and M activation rows.
 // `scales` / `biases`: [R, groups] as floats; `group_sums`: [M, groups] sums of x over each

@@ -207,9 +207,11 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   constexpr int64_t kBlockCols = 1024;
   constexpr int64_t kPanelMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  if (m < kPanelMinRows) {
-    // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
-    // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
+  if (m < kPanelMinRows || !w.quantized()) {
+    // Dense weights, or too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4
+    // dot-product tiles over the weight itself or, quantized, over its tile dequantized to an
+    // f32 panel. (Dense weights through the panel kernel measured 0.68x at 16 threads on the
+    // 1B model, benchmarks/RESULTS.md, so they stay here.)
     ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
       thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
       for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
@@ -253,8 +255,7 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   // ([kBlockCols, mp], 512 KiB at mp = 128) stays in L2 across every weight tile; partial
   // sums add into y.
   const int64_t block_cols =
-      w.quantized() ? std::max<int64_t>(w.group_size, kBlockCols / w.group_size * w.group_size)
-                    : kBlockCols;
+      std::max<int64_t>(w.group_size, kBlockCols / w.group_size * w.group_size);
   ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
     thread_local std::vector<float> panel;  // [kBlockRows, block_cols], reused across calls
     panel.resize(static_cast<std::size_t>(kBlockRows * block_cols));
@@ -262,9 +263,7 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
       const int64_t c1 = std::min(w.cols, c0 + block_cols);
       for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
         const int64_t r1 = std::min(b, r0 + kBlockRows);
-        if (!w.quantized()) {
-          dense_panel_avx512(w, r0, r1, c0, c1, panel.data());
-        } else if (w.bits == 8) {
+        if (w.bits == 8) {
           dequant_rows_avx512<8>(w, r0, r1, c0, c1, panel.data());
         } else {
           dequant_rows_avx512<4>(w, r0, r1, c0, c1, panel.data());
