@@ -110,38 +110,38 @@ Result<GetResult> get_repo(const HubConfig& config, const GetOptions& options) {
   std::filesystem::create_directories(result.snapshot_dir, ec);
   if (ec) return io_error("creating {}: {}", result.snapshot_dir.string(), ec.message());
 
-  std::vector<const BlobJob*> todo;
+  std::vector<const BlobJob*> pending;
   for (const auto& [etag, job] : by_etag) {
     if (std::filesystem::is_regular_file(cache.blob_path(etag), ec)) {
       HEARTH_RETURN_IF_ERROR(link_all(cache, info.commit, job));
       result.reused += static_cast<int>(job.paths.size());
     } else {
-      todo.push_back(&job);
+      pending.push_back(&job);
     }
   }
 
-  std::uint64_t todo_bytes = 0;
-  for (const BlobJob* job : todo) todo_bytes += job->file->size;
-  if (!todo.empty()) {
-    progress.begin(fmt::format("{}@{}", options.repo_id, info.commit.substr(0, 12)), todo_bytes,
-                   static_cast<int>(todo.size()));
+  std::uint64_t pending_bytes = 0;
+  for (const BlobJob* job : pending) pending_bytes += job->file->size;
+  if (!pending.empty()) {
+    progress.begin(fmt::format("{}@{}", options.repo_id, info.commit.substr(0, 12)), pending_bytes,
+                   static_cast<int>(pending.size()));
   }
 
   std::mutex mu;
   size_t next = 0;
   std::vector<Status> errors;
-  int workers = std::max(1, std::min<int>(options.parallel, static_cast<int>(todo.size())));
+  int workers = std::max(1, std::min<int>(options.parallel, static_cast<int>(pending.size())));
   std::vector<std::thread> threads;
-  for (int w = 0; w < workers && !todo.empty(); ++w) {
+  for (int w = 0; w < workers && !pending.empty(); ++w) {
     threads.emplace_back([&] {
       HttpClient http(http_options);
       while (true) {
         const BlobJob* job = nullptr;
         {
           std::lock_guard lock(mu);
-          if (next >= todo.size() || !errors.empty()) return;
+          if (next >= pending.size() || !errors.empty()) return;
           if (options.cancel != nullptr && options.cancel->load()) return;
-          job = todo[next++];
+          job = pending[next++];
         }
         Status st = fetch_blob(http, config, cache, info, *job, progress);
         progress.file_finished(job->file->path, st);

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "base/mapped_file.h"
+#include "common/model_runner.h"
 #include "models/model.h"
 #include "models/quantize.h"
 #include "models/safetensors.h"
@@ -38,41 +39,7 @@ std::vector<int32_t> prompt(int i) {
   return goldens()["prompts"][i]["ids"].get<std::vector<int32_t>>();
 }
 
-// Runs one sequence through the model in chunks of `chunk` tokens (0: all at once),
-// returning the last position's logits. Block ids are handed out in reverse so that the
-// sequence's blocks are not contiguous.
-class Runner {
- public:
-  Runner(Model& model, int block_size = 4, int num_blocks = 64) : model_(model) {
-    EXPECT_TRUE(model.create_kv_cache(num_blocks, block_size).ok());
-    for (int b = num_blocks - 1; b >= 0; --b) table_.push_back(b);
-  }
-  std::vector<float> step(std::span<const int32_t> tokens) {
-    std::vector<int32_t> positions(tokens.size());
-    std::iota(positions.begin(), positions.end(), cached_);
-    SequenceSlice s{0, static_cast<int32_t>(tokens.size()), cached_, table_};
-    int32_t last = static_cast<int32_t>(tokens.size()) - 1;
-    ForwardBatch batch{tokens, positions, {&s, 1}, {&last, 1}};
-    std::vector<float> logits(static_cast<std::size_t>(model_.config().vocab_size));
-    Status st = model_.forward(batch, logits);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    cached_ += static_cast<int32_t>(tokens.size());
-    return logits;
-  }
-  std::vector<float> prefill(const std::vector<int32_t>& ids, int chunk = 0) {
-    std::vector<float> logits;
-    const std::size_t c = chunk > 0 ? static_cast<std::size_t>(chunk) : ids.size();
-    for (std::size_t i = 0; i < ids.size(); i += c) {
-      logits = step(std::span(ids).subspan(i, std::min(c, ids.size() - i)));
-    }
-    return logits;
-  }
-
- private:
-  Model& model_;
-  std::vector<int32_t> table_;
-  int32_t cached_ = 0;
-};
+using Runner = tests::ModelRunner;
 
 int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());

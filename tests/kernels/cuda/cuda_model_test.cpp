@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "base/mapped_file.h"
+#include "common/model_runner.h"
 #include "engine/engine.h"
 #include "models/cuda/cuda_llama_model.h"
 #include "models/device.h"
@@ -32,38 +33,7 @@ const json& goldens() {
   return g;
 }
 
-// One sequence fed in steps; blocks handed out in reverse so they are not contiguous.
-class Runner {
- public:
-  explicit Runner(Model& model) : model_(model) {
-    EXPECT_TRUE(model.create_kv_cache(64, 4).ok());
-    for (int b = 63; b >= 0; --b) table_.push_back(b);
-  }
-  std::vector<float> step(std::span<const int32_t> tokens) {
-    std::vector<int32_t> positions(tokens.size());
-    std::iota(positions.begin(), positions.end(), cached_);
-    SequenceSlice s{0, static_cast<int32_t>(tokens.size()), cached_, table_};
-    int32_t last = static_cast<int32_t>(tokens.size()) - 1;
-    ForwardBatch batch{tokens, positions, {&s, 1}, {&last, 1}};
-    std::vector<float> logits(static_cast<std::size_t>(model_.config().vocab_size));
-    Status st = model_.forward(batch, logits);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    cached_ += static_cast<int32_t>(tokens.size());
-    return logits;
-  }
-  std::vector<float> prefill(const std::vector<int32_t>& ids, std::size_t chunk) {
-    std::vector<float> logits;
-    for (std::size_t i = 0; i < ids.size(); i += chunk) {
-      logits = step(std::span(ids).subspan(i, std::min(chunk, ids.size() - i)));
-    }
-    return logits;
-  }
-
- private:
-  Model& model_;
-  std::vector<int32_t> table_;
-  int32_t cached_ = 0;
-};
+using Runner = tests::ModelRunner;
 
 // Tolerance: the GPU path keeps every activation in bf16 (8 mantissa bits; ~10 roundings
 // per layer) where transformers' goldens are float64 on the same weights, so logits may
