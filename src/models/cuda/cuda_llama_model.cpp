@@ -254,7 +254,17 @@ class CudaLlamaModel : public Model {
   std::vector<DeviceLayer> layers_;
 
   bool compiled_decode_ = true;
-  std::map<std::tuple<int, int, int, int, int, std::size_t>, cudaGraphExec_t> graphs_;
+  using GraphKey = std::tuple<int, int, int, int, int, std::size_t>;
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_used = 0;
+  };
+  std::map<GraphKey, Graph> graphs_;  // at most CudaLoadOptions::kMaxGraphs
+  std::map<GraphKey, int> seen_;      // large decode shapes run eagerly so far (bounded)
+  uint64_t graph_clock_ = 0;
+  std::size_t max_dequant_bytes_ = 0;   // largest quantized layer projection (bf16 bytes)
+  std::size_t head_dequant_bytes_ = 0;  // the quantized logits projection (bf16 bytes)
+  std::vector<int> order_;              // step scratch: sequences in token order
 
   int num_blocks_ = 0;
   int block_size_ = 0;
@@ -291,8 +301,14 @@ Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool
     HEARTH_ASSIGN_OR_RETURN(d.gate_up, up.linear({&src.gate, &src.up}, p + ".mlp.gate_up"));
     HEARTH_ASSIGN_OR_RETURN(d.down, up.linear({&src.down}, p + ".mlp.down_proj"));
     quantized_ = quantized_ || d.qkv.quantized();
+    for (const DeviceLinear* l : {&d.qkv, &d.o, &d.gate_up, &d.down}) {
+      if (l->quantized())
+        max_dequant_bytes_ = std::max(max_dequant_bytes_, std::size_t(l->n) * l->k * 2);
+    }
     layers_.push_back(std::move(d));
   }
+  const DeviceLinear& head = c.tie_word_embeddings ? embed_ : lm_head_;
+  if (head.quantized()) head_dequant_bytes_ = std::size_t(head.n) * head.k * 2;
   RopeTables rope = rope_tables(c);
   rotary_dim_ = static_cast<int>(rope.inv_freq.size()) * 2;
   attention_factor_ = rope.attention_factor;
@@ -412,15 +428,6 @@ Status CudaLlamaModel::embed(const int32_t* ids, int n, Bf16* out) {
                      "embedding");
 }
 
-// Appends `v` to a byte image at a 16-byte boundary; returns its offset.
-template <typename T>
-std::size_t append(std::vector<char>& image, const std::vector<T>& v) {
-  std::size_t offset = (image.size() + 15) / 16 * 16;
-  image.resize(offset + v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(image.data() + offset, v.data(), v.size() * sizeof(T));
-  return offset;
-}
-
 Status CudaLlamaModel::run_step(const StepShape& shape) {
   const ModelConfig& c = config_;
   cudaStream_t st = ctx_->stream();
@@ -530,6 +537,13 @@ Status CudaLlamaModel::run_graph(const StepShape& shape) {
   cudaStream_t st = ctx_->stream();
   auto it = graphs_.find(shape.key());
   if (it == graphs_.end()) {
+    if (graphs_.size() >= static_cast<std::size_t>(CudaLoadOptions::kMaxGraphs)) {
+      auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+      });
+      cudaGraphExecDestroy(lru->second.exec);
+      graphs_.erase(lru);
+    }
     HEARTH_RETURN_IF_ERROR(cuda_status(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal),
                                        "capturing a decode step"));
     Status captured = run_step(shape);
@@ -544,14 +558,41 @@ Status CudaLlamaModel::run_graph(const StepShape& shape) {
     cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     HEARTH_RETURN_IF_ERROR(cuda_status(inst, "instantiating the decode-step graph"));
-    it = graphs_.emplace(shape.key(), exec).first;
+    it = graphs_.emplace(shape.key(), Graph{exec, 0}).first;
   }
-  return cuda_status(cudaGraphLaunch(it->second, st), "replaying the decode-step graph");
+  it->second.last_used = ++graph_clock_;
+  return cuda_status(cudaGraphLaunch(it->second.exec, st), "replaying the decode-step graph");
 }
 
 void CudaLlamaModel::clear_graphs() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph.exec);
   graphs_.clear();
+}
+
+// Where each array of a step's metadata sits in the one image uploaded per step (16-byte
+// aligned); `bytes` is the image's size.
+struct MetaLayout {
+  std::size_t tokens, pos, slots, qs, kv, tables, rows, freq, bytes;
+};
+
+MetaLayout meta_layout(int n, int num_seqs, int ld_table, int rows, std::size_t freq_floats) {
+  MetaLayout m{};
+  std::size_t at = 0;
+  auto take = [&at](std::size_t bytes) {
+    const std::size_t offset = at;
+    at = (at + bytes + 15) / 16 * 16;
+    return offset;
+  };
+  m.tokens = take(std::size_t(n) * 4);
+  m.pos = take(std::size_t(n) * 4);
+  m.slots = take(std::size_t(n) * 8);
+  m.qs = take((std::size_t(num_seqs) + 1) * 4);
+  m.kv = take(std::size_t(num_seqs) * 4);
+  m.tables = take(std::size_t(num_seqs) * ld_table * 4);
+  m.rows = take(std::size_t(rows) * 4);
+  m.freq = freq_floats > 0 ? take(freq_floats * 4) : 0;
+  m.bytes = std::max<std::size_t>(at, 16);
+  return m;
 }
 
 Status CudaLlamaModel::launch(const ForwardBatch& batch) {
@@ -565,33 +606,55 @@ Status CudaLlamaModel::launch(const ForwardBatch& batch) {
   const int inter = c.intermediate_size;
 
   // Step metadata, sequences in token order (the attention kernel expects query_start to
-  // partition the tokens in order).
-  std::vector<const SequenceSlice*> seqs;
-  for (const auto& s : batch.sequences) seqs.push_back(&s);
-  std::sort(seqs.begin(), seqs.end(),
-            [](const auto* a, const auto* b) { return a->first_token < b->first_token; });
-  const int num_seqs = static_cast<int>(seqs.size());
+  // partition the tokens in order; the engine already lists them so).
+  const int num_seqs = static_cast<int>(batch.sequences.size());
+  order_.resize(num_seqs);
+  std::iota(order_.begin(), order_.end(), 0);
+  auto first_token = [&](int i) { return batch.sequences[i].first_token; };
+  if (!std::is_sorted(order_.begin(), order_.end(),
+                      [&](int a, int b) { return first_token(a) < first_token(b); })) {
+    std::sort(order_.begin(), order_.end(),
+              [&](int a, int b) { return first_token(a) < first_token(b); });
+  }
   int max_blocks = 1;
   int max_kv = 0;
-  for (const auto* s : seqs) {
+  for (const SequenceSlice& s : batch.sequences) {
     max_blocks =
-        std::max(max_blocks, (s->num_cached + s->num_tokens + block_size_ - 1) / block_size_);
-    max_kv = std::max(max_kv, s->num_cached + s->num_tokens);
+        std::max(max_blocks, (s.num_cached + s.num_tokens + block_size_ - 1) / block_size_);
+    max_kv = std::max(max_kv, s.num_cached + s.num_tokens);
   }
   // The table stride is padded to a power of two so that a growing context keeps the same
   // kernel arguments (and the same captured graph) for many steps.
   int ld_table = 8;
   while (ld_table < max_blocks) ld_table *= 2;
-  std::vector<int32_t> query_start(num_seqs + 1, 0);
-  std::vector<int32_t> kv_lens(num_seqs);
-  std::vector<int32_t> tables(static_cast<std::size_t>(num_seqs) * ld_table, 0);
-  std::vector<int64_t> slots(n);
+  std::vector<float> dynamic_freq;
+  if (c.rope.type == RopeType::kDynamic) {  // rescaled by the longest sequence, per step
+    dynamic_freq = rope_tables(c, max_kv).inv_freq;
+  }
+  const MetaLayout m = meta_layout(n, num_seqs, ld_table, rows, dynamic_freq.size());
+  HEARTH_RETURN_IF_ERROR(ensure(meta_, m.bytes, "step metadata"));
+  // The image is written straight into pinned staging, then one true async DMA. The previous
+  // step synchronized before returning, so its upload from this buffer is complete.
+  HEARTH_RETURN_IF_ERROR(meta_staging_.ensure(m.bytes));
+  char* image = meta_staging_.data();
+  std::memcpy(image + m.tokens, batch.tokens.data(), std::size_t(n) * 4);
+  std::memcpy(image + m.pos, batch.positions.data(), std::size_t(n) * 4);
+  if (rows > 0) std::memcpy(image + m.rows, batch.logit_rows.data(), std::size_t(rows) * 4);
+  if (!dynamic_freq.empty()) {
+    std::memcpy(image + m.freq, dynamic_freq.data(), dynamic_freq.size() * 4);
+  }
+  auto* slots = reinterpret_cast<int64_t*>(image + m.slots);
+  auto* query_start = reinterpret_cast<int32_t*>(image + m.qs);
+  auto* kv_lens = reinterpret_cast<int32_t*>(image + m.kv);
+  auto* tables = reinterpret_cast<int32_t*>(image + m.tables);
   for (int i = 0; i < num_seqs; ++i) {
-    const SequenceSlice& s = *seqs[i];
+    const SequenceSlice& s = batch.sequences[order_[i]];
     query_start[i] = s.first_token;
     kv_lens[i] = s.num_cached + s.num_tokens;
     const int blocks = (kv_lens[i] + block_size_ - 1) / block_size_;
-    std::copy_n(s.block_table.begin(), blocks, tables.begin() + std::size_t(i) * ld_table);
+    int32_t* row = tables + std::size_t(i) * ld_table;
+    std::copy_n(s.block_table.begin(), blocks, row);
+    std::fill(row + blocks, row + ld_table, 0);
     for (int t = 0; t < s.num_tokens; ++t) {
       const int logical = s.num_cached + t;
       slots[s.first_token + t] =
@@ -600,28 +663,8 @@ Status CudaLlamaModel::launch(const ForwardBatch& batch) {
     }
   }
   query_start[num_seqs] = n;
-  std::vector<char> image;
-  const std::size_t off_tokens =
-      append(image, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.end()));
-  const std::size_t off_pos =
-      append(image, std::vector<int32_t>(batch.positions.begin(), batch.positions.end()));
-  const std::size_t off_slots = append(image, slots);
-  const std::size_t off_qs = append(image, query_start);
-  const std::size_t off_kv = append(image, kv_lens);
-  const std::size_t off_tables = append(image, tables);
-  const std::size_t off_rows =
-      append(image, std::vector<int32_t>(batch.logit_rows.begin(), batch.logit_rows.end()));
-  std::size_t off_freq = 0;
-  if (c.rope.type == RopeType::kDynamic) {  // rescaled by the longest sequence, per step
-    off_freq = append(image, rope_tables(c, max_kv).inv_freq);
-  }
-  HEARTH_RETURN_IF_ERROR(ensure(meta_, image.size(), "step metadata"));
-  // Pinned staging: a true async DMA. The previous step synchronized before returning, so
-  // its upload from this buffer is complete.
-  HEARTH_RETURN_IF_ERROR(meta_staging_.ensure(image.size()));
-  std::memcpy(meta_staging_.data(), image.data(), image.size());
   HEARTH_RETURN_IF_ERROR(cuda_status(
-      cudaMemcpyAsync(meta_.data(), meta_staging_.data(), image.size(), cudaMemcpyHostToDevice, st),
+      cudaMemcpyAsync(meta_.data(), meta_staging_.data(), m.bytes, cudaMemcpyHostToDevice, st),
       "uploading step metadata"));
   const int splits = cuda::paged_attention_num_splits(n, c.num_heads, max_kv,
                                                       ctx_->properties().multiProcessorCount);
@@ -639,11 +682,27 @@ Status CudaLlamaModel::launch(const ForwardBatch& batch) {
   HEARTH_RETURN_IF_ERROR(ensure(
       attn_ws_, cuda::paged_attention_workspace_bytes(n, c.num_heads, c.head_dim, splits) + 16,
       "attention workspace"));
+  // Quantized projections of more than the GEMV's rows are dequantized into one scratch
+  // matrix; it is sized here, before any capture (a capture may not allocate).
+  std::size_t dequant_bytes = n > cuda::kAffineGemvMaxRows ? max_dequant_bytes_ : 0;
+  if (rows > cuda::kAffineGemvMaxRows) dequant_bytes = std::max(dequant_bytes, head_dequant_bytes_);
+  if (dequant_bytes > 0) {
+    HEARTH_RETURN_IF_ERROR(ensure(dequant_, dequant_bytes, "dequantized weight"));
+  }
 
-  const StepShape shape{n,         num_seqs, ld_table, splits,     rows,     off_tokens, off_pos,
-                        off_slots, off_qs,   off_kv,   off_tables, off_rows, off_freq};
-  if (rows > 0 && compiled_decode_ && n <= CudaLoadOptions::kMaxGraphTokens) {
-    return run_graph(shape);
+  const StepShape shape{n,       num_seqs, ld_table, splits,   rows,   m.tokens, m.pos,
+                        m.slots, m.qs,     m.kv,     m.tables, m.rows, m.freq};
+  if (rows == 0 || !compiled_decode_) return run_step(shape);
+  if (n <= CudaLoadOptions::kMaxGraphTokens) return run_graph(shape);
+  // Larger decode-only steps (one token per sequence, e.g. a busy engine's batch) are
+  // captured once their shape repeats, so a one-off shape never pays for a capture.
+  if (num_seqs == n && n <= CudaLoadOptions::kMaxGraphRows) {
+    if (graphs_.contains(shape.key())) return run_graph(shape);
+    if (seen_.size() >= 4 * static_cast<std::size_t>(CudaLoadOptions::kMaxGraphs)) seen_.clear();
+    if (++seen_[shape.key()] >= 2) {
+      seen_.erase(shape.key());
+      return run_graph(shape);
+    }
   }
   return run_step(shape);
 }

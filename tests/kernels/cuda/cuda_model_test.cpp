@@ -134,6 +134,73 @@ TEST(CudaModel, CompiledDecodeIsBitIdenticalToEager) {
   }
 }
 
+// Decode-only steps of many rows (over kMaxGraphTokens) are captured once their shape
+// repeats and replayed; every step's logits equal eager execution's bit for bit, while the
+// rows' contexts grow across block and table-stride boundaries and the batch shrinks.
+TEST(CudaModel, BatchedDecodeGraphsAreBitIdenticalToEager) {
+  for (const char* variant : {"qwen3-bf16", "qwen3-mlx"}) {
+    const std::string dir =
+        kFixtures + "/" + goldens()["variants"][variant]["dir"].get<std::string>();
+    CudaLoadOptions eager_options;
+    eager_options.compiled_decode = false;
+    auto eager = load_cuda_model(dir, eager_options);
+    auto graphed = load_cuda_model(dir, {});
+    ASSERT_TRUE(eager.ok() && graphed.ok());
+    constexpr int kSeqs = 19;  // > kMaxGraphTokens and > the affine GEMV's rows
+    constexpr int kBlock = 4;
+    constexpr int kBlocksPerSeq = 12;
+    for (Model* m : {eager->get(), graphed->get()}) {
+      ASSERT_TRUE(m->create_kv_cache(kSeqs * kBlocksPerSeq, kBlock).ok());
+    }
+    const int vocab = (*eager)->config().vocab_size;
+    std::vector<std::vector<int32_t>> tables(kSeqs);
+    for (int s = 0; s < kSeqs; ++s) {  // interleaved, so no sequence's blocks are contiguous
+      for (int b = 0; b < kBlocksPerSeq; ++b) tables[s].push_back(b * kSeqs + s);
+    }
+    // Prefill: sequence s gets a prompt of 3 + s % 5 tokens (one step, all sequences).
+    auto prompt = goldens()["prompts"][2]["ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> lens(kSeqs), tokens, positions, rows;
+    std::vector<SequenceSlice> seqs;
+    for (int s = 0; s < kSeqs; ++s) {
+      lens[s] = 3 + s % 5;
+      seqs.push_back({static_cast<int32_t>(tokens.size()), lens[s], 0, tables[s]});
+      for (int t = 0; t < lens[s]; ++t) {
+        tokens.push_back(prompt[(s + t) % prompt.size()]);
+        positions.push_back(t);
+      }
+      rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    }
+    auto run = [&](Model& m) {
+      std::vector<float> logits(rows.size() * vocab);
+      Status st = m.forward(ForwardBatch{tokens, positions, seqs, rows}, logits);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      return logits;
+    };
+    std::vector<float> la = run(**eager), lb = run(**graphed);
+    ASSERT_EQ(la, lb) << variant << " prefill";
+    int live = kSeqs;
+    for (int step = 0; step < 30; ++step) {
+      if (step == 20) live = kSeqs - 6;  // the batch shrinks: a new shape, captured again
+      std::vector<int32_t> next(live);
+      for (int s = 0; s < live; ++s) {
+        auto row = la.begin() + std::ptrdiff_t(s) * vocab;
+        next[s] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+      }
+      tokens.clear(), positions.clear(), rows.clear(), seqs.clear();
+      for (int s = 0; s < live; ++s) {
+        seqs.push_back({s, 1, lens[s], tables[s]});
+        tokens.push_back(next[s]);
+        positions.push_back(lens[s]);
+        rows.push_back(s);
+        ++lens[s];
+      }
+      la = run(**eager);
+      lb = run(**graphed);
+      ASSERT_EQ(la, lb) << variant << " decode step " << step;
+    }
+  }
+}
+
 // Two sequences in one step (a chunked prefill and a decode row) give the same logits as
 // each run alone (same kernels, same data: only the attention split may differ).
 TEST(CudaModel, MixedBatchEqualsSeparateRuns) {
