@@ -1,0 +1,791 @@
+// Lab: tiled paged prefill attention. The kernel in src (64x64 tiles, V transposed through
+// shared memory, no cp.async) against v2 (ldmatrix fragments, cp.async double-buffered K/V
+// gathered through the block table, GQA heads packed into the query tile, split-KV with a
+// combine pass when the grid is small). Every variant is checked against a plain f32
+// reference kernel first; rates are against the bf16 GEMM rate measured in the same run.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dev/cuda/fill.cuh"
+#include "dev/cuda/lab.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_context.h"
+#include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/paged_attention_prefill.cuh"
+
+namespace hearth::cuda::dev {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+using detail::kFullMask;
+using detail::kLog2e;
+
+// ---------------------------------------------------------------------------------------
+// v2 kernel.
+namespace v2 {
+
+constexpr int kTileK = 64;
+constexpr int kMinTilesPerSplit = 2;
+constexpr int kMaxSplits = 64;
+
+struct Geometry {
+  int pack;          // q heads of one kv head in a CTA's rows
+  int tok_per_tile;  // query tokens per CTA (rows / pack)
+  int groups;        // CTAs per kv head (group / pack)
+  int max_splits;    // key-range splits; 1: no workspace used
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float fast_exp2(float x) {  // 2^x; -inf -> 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// The tile's queries and the keys they see.
+struct TileRange {
+  int first_token;  // flattened index of the tile's first query
+  int q_count;      // queries in the tile
+  int pos0;         // position of the first query
+  int key_hi;       // one past the last visible key
+  int kt_begin;     // first key tile (multiple of kTileK)
+  int n_kt;         // key tiles
+};
+
+__device__ __forceinline__ TileRange tile_range(const PagedAttentionArgs& a, int seq, int tile,
+                                                int tok_per_tile) {
+  TileRange r;
+  int q_len = a.query_start[seq + 1] - a.query_start[seq];
+  int kv_len = a.kv_lens[seq];
+  int tile_first = tile * tok_per_tile;
+  r.q_count = min(tok_per_tile, q_len - tile_first);
+  r.first_token = a.query_start[seq] + tile_first;
+  r.pos0 = kv_len - q_len + tile_first;
+  r.key_hi = r.pos0 + r.q_count;
+  int key_lo = a.sliding_window > 0 ? max(0, r.pos0 - a.sliding_window + 1) : 0;
+  r.kt_begin = key_lo / kTileK * kTileK;
+  r.n_kt = (r.key_hi - r.kt_begin + kTileK - 1) / kTileK;
+  return r;
+}
+
+// Splits of one tile's key tiles; the combine pass recomputes the same figure.
+__device__ __forceinline__ int tile_splits(int n_kt, int max_splits, int* per) {
+  int s = max(1, min(max_splits, n_kt / kMinTilesPerSplit));
+  *per = (n_kt + s - 1) / s;
+  return (n_kt + *per - 1) / *per;
+}
+
+// The (sequence, tile) of grid column idx; tiles of a sequence run longest (last) first.
+__device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_per_tile, int idx,
+                                          int* seq, int* tile) {
+  for (int s = 0; s < a.seqs; ++s) {
+    int q_len = a.query_start[s + 1] - a.query_start[s];
+    if (q_len < detail::kTiledMinQueries) continue;
+    int tiles = (q_len + tok_per_tile - 1) / tok_per_tile;
+    if (idx < tiles) {
+      *seq = s;
+      *tile = tiles - 1 - idx;
+      return true;
+    }
+    idx -= tiles;
+  }
+  return false;
+}
+
+template <int kHeadDim, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
+    attention_v2_kernel(PagedAttentionArgs a, Geometry geo, float* part_o, float* part_ml) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kStride = kHeadDim + 8;  // bf16 per K/V row in shared memory
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kTileElems = kTileK * kStride;
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  constexpr int kLoadPasses = (kTileK + kKeysPerPass - 1) / kKeysPerPass;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Bf16* smem = reinterpret_cast<Bf16*>(smem_raw);  // [stage][K, V][kTileK][kStride]
+
+  int seq = 0;
+  int tile = 0;
+  if (!find_tile(a, geo.tok_per_tile, blockIdx.x, &seq, &tile)) return;
+  const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
+  const int group = a.q_heads / a.kv_heads;
+  const int kv_head = blockIdx.y / geo.groups;
+  const int head0 = kv_head * group + (blockIdx.y % geo.groups) * geo.pack;
+  const int split = blockIdx.z;
+  int per = tr.n_kt;
+  int used = 1;
+  if (geo.max_splits > 1) used = tile_splits(tr.n_kt, geo.max_splits, &per);
+  if (split >= used) return;
+  const int kt_first = tr.kt_begin + split * per * kTileK;
+  const int kt_count = min(per, tr.n_kt - split * per);
+  const int32_t* table = a.block_tables + seq * a.ld_block_tables;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  int row_tok[2];
+  int row_head[2];
+  int qpos[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int m = warp * 16 + g + 8 * r;
+    row_tok[r] = m / geo.pack;
+    row_head[r] = head0 + m % geo.pack;
+    qpos[r] = tr.pos0 + row_tok[r];
+  }
+
+  // Q fragments (A operand), zero for rows past the tile's queries.
+  uint32_t qf[kSteps][4];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const Bf16* qrow = a.q + static_cast<int64_t>(tr.first_token + row_tok[r]) * a.ld_q +
+                       row_head[r] * kHeadDim + 2 * t;
+    bool valid = row_tok[r] < tr.q_count;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      qf[ks][r] = valid ? *reinterpret_cast<const uint32_t*>(qrow + ks * 16) : 0u;
+      qf[ks][r + 2] = valid ? *reinterpret_cast<const uint32_t*>(qrow + ks * 16 + 8) : 0u;
+    }
+  }
+
+  // K/V tile loads: this thread copies chunk c of keys key0 + kKeysPerPass * i.
+  const int c = threadIdx.x % kChunks;
+  const int key0 = threadIdx.x / kChunks;
+  auto load_tile = [&](int stage, int kt) {
+    Bf16* ks_ = smem + stage * 2 * kTileElems;
+#pragma unroll
+    for (int i = 0; i < kLoadPasses; ++i) {
+      int key = key0 + i * kKeysPerPass;
+      if (kKeysPerPass * kLoadPasses > kTileK && key >= kTileK) break;
+      int j = kt + key;
+      bool valid = j < tr.key_hi;
+      int64_t off = 0;
+      if (valid) {
+        int64_t slot =
+            static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        off = (slot * a.kv_heads + kv_head) * kHeadDim + c * 8;
+      }
+      uint32_t dst = smem_u32(ks_ + key * kStride + c * 8);
+      cp_async16(dst, a.k_cache + off, valid);
+      cp_async16(dst + kTileElems * 2, a.v_cache + off, valid);
+    }
+  };
+
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int d = 0; d < kDimTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float m_raw[2] = {-INFINITY, -INFINITY};  // running max of raw q·k (scale not applied)
+  float l[2] = {0.0f, 0.0f};                // this thread's partial row sums
+  const float scale2 = a.scale * kLog2e;
+  const bool softcap = a.softcap > 0.0f;
+  const float cap_in = softcap ? a.scale / a.softcap : 0.0f;
+  const float cap_out = softcap ? a.softcap / a.scale : 0.0f;
+  const int q_last = tr.pos0 + tr.q_count - 1;
+
+  // ldmatrix lane addresses (bytes) within a K or V tile.
+  const uint32_t k_lane = ((((lane >> 4) * 8) + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8) * 2;
+  const uint32_t v_lane = (((((lane >> 3) & 1) * 8) + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t smem_base = smem_u32(smem);
+
+  load_tile(0, kt_first);
+  cp_async_commit();
+  for (int it = 0; it < kt_count; ++it) {
+    const int kt = kt_first + it * kTileK;
+    if (it + 1 < kt_count) {
+      load_tile((it + 1) & 1, kt + kTileK);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const uint32_t k_tile = smem_base + (it & 1) * 2 * kTileElems * 2;
+    const uint32_t v_tile = k_tile + kTileElems * 2;
+
+    // S = Q Kᵀ: 16 queries x 64 keys per warp.
+    float s[kTileK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kTileK / 16; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, k_tile + k_lane + (np * 16 * kStride + ks * 16) * 2);
+        mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], b[2], b[3]);
+      }
+    }
+    if (softcap) {
+#pragma unroll
+      for (int nt = 0; nt < kTileK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] = cap_out * tanhf(s[nt][e] * cap_in);
+      }
+    }
+    const bool full =
+        kt + kTileK - 1 <= tr.pos0 && (a.sliding_window <= 0 || kt > q_last - a.sliding_window);
+    if (!full) {
+#pragma unroll
+      for (int nt = 0; nt < kTileK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int r = e >> 1;
+          int j = kt + nt * 8 + 2 * t + (e & 1);
+          bool visible = j <= qpos[r] && (a.sliding_window <= 0 || j > qpos[r] - a.sliding_window);
+          if (!visible) s[nt][e] = -INFINITY;
+        }
+      }
+    }
+    float mx[2] = {m_raw[0], m_raw[1]};
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+    }
+    float ms[2];
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+      ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
+      corr[r] = fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
+      m_raw[r] = mx[r];
+      l[r] *= corr[r];
+    }
+    uint32_t pf[kTileK / 16][4];
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) {
+      float p0 = fast_exp2(fmaf(s[nt][0], scale2, -ms[0]));
+      float p1 = fast_exp2(fmaf(s[nt][1], scale2, -ms[0]));
+      float p2 = fast_exp2(fmaf(s[nt][2], scale2, -ms[1]));
+      float p3 = fast_exp2(fmaf(s[nt][3], scale2, -ms[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      pf[nt / 2][(nt & 1) * 2 + 0] = pack_bf16(p0, p1);
+      pf[nt / 2][(nt & 1) * 2 + 1] = pack_bf16(p2, p3);
+    }
+#pragma unroll
+    for (int d = 0; d < kDimTiles; ++d) {
+      o[d][0] *= corr[0];
+      o[d][1] *= corr[0];
+      o[d][2] *= corr[1];
+      o[d][3] *= corr[1];
+    }
+    // O += P V; ldmatrix.trans turns row-major V into B fragments.
+#pragma unroll
+    for (int kk = 0; kk < kTileK / 16; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_t(b, v_tile + v_lane + (kk * 16 * kStride + dp * 16) * 2);
+        mma_bf16(o[2 * dp], pf[kk], b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], pf[kk], b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is refilled two tiles on
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row_tok[r] >= tr.q_count) continue;
+    const int token = tr.first_token + row_tok[r];
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    if (used == 1) {
+      Bf16* dst = a.out + static_cast<int64_t>(token) * a.ld_out + row_head[r] * kHeadDim + 2 * t;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
+            __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      }
+    } else {
+      const int64_t idx =
+          (static_cast<int64_t>(split) * a.tokens + token) * a.q_heads + row_head[r];
+      float* dst = part_o + idx * kHeadDim + 2 * t;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        *reinterpret_cast<float2*>(dst + d * 8) =
+            make_float2(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      }
+      if (t == 0) {
+        part_ml[2 * idx] = l[r] > 0.0f ? m_raw[r] * scale2 : -INFINITY;
+        part_ml[2 * idx + 1] = l[r];
+      }
+    }
+  }
+}
+
+// Merges the key-range splits of one (token, head) row: weights l_s 2^(m_s - max m).
+__global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* part_o,
+                               const float* part_ml) {
+  const int token = blockIdx.x;
+  const int h = blockIdx.y;
+  int seq = 0;
+  while (seq + 1 < a.seqs && a.query_start[seq + 1] <= token) ++seq;
+  const int q_len = a.query_start[seq + 1] - a.query_start[seq];
+  if (q_len < detail::kTiledMinQueries) return;
+  const int tile = (token - a.query_start[seq]) / geo.tok_per_tile;
+  const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
+  int per = 0;
+  const int used = tile_splits(tr.n_kt, geo.max_splits, &per);
+  if (used == 1) return;
+  const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
+  const int64_t base = static_cast<int64_t>(token) * a.q_heads + h;
+  float big_m = -INFINITY;
+  for (int s = 0; s < used; ++s) {
+    if (part_ml[2 * (s * stride + base) + 1] > 0.0f) {
+      big_m = fmaxf(big_m, part_ml[2 * (s * stride + base)]);
+    }
+  }
+  float total = 0.0f;
+  for (int s = 0; s < used; ++s) {
+    float l = part_ml[2 * (s * stride + base) + 1];
+    if (l > 0.0f) total += l * exp2f(part_ml[2 * (s * stride + base)] - big_m);
+  }
+  const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+  for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < used; ++s) {
+      float l = part_ml[2 * (s * stride + base) + 1];
+      if (l > 0.0f) {
+        o += l * exp2f(part_ml[2 * (s * stride + base)] - big_m) *
+             part_o[(s * stride + base) * a.head_dim + i];
+      }
+    }
+    a.out[static_cast<int64_t>(token) * a.ld_out + h * a.head_dim + i] =
+        __float2bfloat16(o * inv_total);
+  }
+}
+
+template <int kHeadDim, int kWarps>
+cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_t stream) {
+  constexpr int kRows = 16 * kWarps;
+  const int group = a.q_heads / a.kv_heads;
+  Geometry geo;
+  geo.pack = 1;
+  while (geo.pack < 8 && group % (geo.pack * 2) == 0) geo.pack *= 2;
+  geo.tok_per_tile = kRows / geo.pack;
+  geo.groups = group / geo.pack;
+  geo.max_splits = 1;
+  int sms = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  if (err != cudaSuccess) return err;
+  const int64_t heads = static_cast<int64_t>(a.kv_heads) * geo.groups;
+  const int64_t ctas = std::max<int64_t>(1, a.tokens / geo.tok_per_tile) * heads;
+  const int64_t want = static_cast<int64_t>(sms) * (8 / kWarps);
+  const size_t per_split = static_cast<size_t>(a.tokens) * a.q_heads * (kHeadDim + 2) * 4;
+  if (ctas < want && a.workspace != nullptr && per_split > 0) {
+    int64_t cap = static_cast<int64_t>(ws_bytes / per_split);
+    geo.max_splits = static_cast<int>(
+        std::min<int64_t>({(want + ctas - 1) / ctas, cap, static_cast<int64_t>(kMaxSplits)}));
+    geo.max_splits = std::max(geo.max_splits, 1);
+  }
+  float* part_o = a.workspace;
+  float* part_ml = a.workspace == nullptr ? nullptr
+                                          : a.workspace + static_cast<int64_t>(geo.max_splits) *
+                                                              a.tokens * a.q_heads * kHeadDim;
+  const size_t smem = 2 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
+  auto kernel = attention_v2_kernel<kHeadDim, kWarps>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  dim3 grid(a.tokens / geo.tok_per_tile + a.seqs, heads, geo.max_splits);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(a, geo, part_o, part_ml);
+  if (geo.max_splits > 1) {
+    combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, geo, part_o, part_ml);
+  }
+  return cudaGetLastError();
+}
+
+template <int kWarps>
+cudaError_t launch(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 16:
+      return launch_dim<16, kWarps>(a, ws_bytes, stream);
+    case 32:
+      return launch_dim<32, kWarps>(a, ws_bytes, stream);
+    case 64:
+      return launch_dim<64, kWarps>(a, ws_bytes, stream);
+    case 128:
+      return launch_dim<128, kWarps>(a, ws_bytes, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace v2
+
+// ---------------------------------------------------------------------------------------
+// Reference: one block per (token, head), f32 scores in shared memory.
+__global__ void reference_kernel(PagedAttentionArgs a, const int32_t* token_list, float* out) {
+  extern __shared__ float ref_smem[];  // [head_dim] q, then the scores
+  __shared__ float scratch[32];
+  const int token = token_list[blockIdx.x];
+  const int h = blockIdx.y;
+  int seq = 0;
+  while (seq + 1 < a.seqs && a.query_start[seq + 1] <= token) ++seq;
+  const int q_len = a.query_start[seq + 1] - a.query_start[seq];
+  const int pos = a.kv_lens[seq] - q_len + (token - a.query_start[seq]);
+  const int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+  const int hi = pos + 1;
+  const int kv_head = h / (a.q_heads / a.kv_heads);
+  const int32_t* table = a.block_tables + seq * a.ld_block_tables;
+  float* q_s = ref_smem;
+  float* sc = ref_smem + a.head_dim;
+  for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+    q_s[d] = __bfloat162float(a.q[static_cast<int64_t>(token) * a.ld_q + h * a.head_dim + d]);
+  }
+  __syncthreads();
+  auto row = [&](const Bf16* cache, int j) {
+    int64_t slot = static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+    return cache + (slot * a.kv_heads + kv_head) * a.head_dim;
+  };
+  float mx = -INFINITY;
+  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    const Bf16* k = row(a.k_cache, j);
+    float dot = 0.0f;
+    for (int d = 0; d < a.head_dim; ++d) dot += q_s[d] * __bfloat162float(k[d]);
+    dot *= a.scale;
+    if (a.softcap > 0.0f) dot = a.softcap * tanhf(dot / a.softcap);
+    sc[j - lo] = dot;
+    mx = fmaxf(mx, dot);
+  }
+  mx = detail::block_max(mx, scratch);
+  float sum = 0.0f;
+  for (int j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    float p = expf(sc[j - lo] - mx);
+    sc[j - lo] = p;
+    sum += p;
+  }
+  sum = detail::block_sum(sum, scratch);
+  __syncthreads();
+  for (int d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = lo; j < hi; ++j) acc += sc[j - lo] * __bfloat162float(row(a.v_cache, j)[d]);
+    out[(static_cast<int64_t>(token) * a.q_heads + h) * a.head_dim + d] = acc / sum;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+struct Case {
+  std::string name;
+  std::vector<std::pair<int, int>> seqs;  // {new query tokens, cached keys before them}
+  int head_dim = 128;
+  int q_heads = 32;
+  int kv_heads = 8;
+  int window = 0;
+  float softcap = 0.0f;
+  bool timed = false;
+  int copies = 1;  // disjoint caches rotated per timed call (defeat the L2)
+};
+
+struct Variant {
+  std::string name;
+  int kind;  // 0: src kernel, 1: v2 4 warps, 2: v2 8 warps
+};
+
+class Lab {
+ public:
+  explicit Lab(DeviceContext& ctx) : ctx_(ctx) {}
+
+  DeviceBuffer raw(size_t bytes) {
+    auto buf = ctx_.allocate(bytes + 16, "lab");
+    check(buf.status(), "allocate");
+    return std::move(buf).value();
+  }
+  template <typename T>
+  DeviceBuffer upload(const std::vector<T>& v) {
+    DeviceBuffer buf = raw(v.size() * sizeof(T));
+    CK(cudaMemcpy(buf.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return buf;
+  }
+
+  void run(const Case& c, const std::vector<Variant>& variants, double gemm_rate) {
+    cudaStream_t st = ctx_.stream();
+    const int block_size = 16;
+    const int num_seqs = static_cast<int>(c.seqs.size());
+    std::vector<int32_t> query_start(num_seqs + 1, 0);
+    std::vector<int32_t> kv_lens(num_seqs);
+    int max_blocks = 0;
+    int max_kv = 0;
+    double visible = 0.0;  // Σ over tiled queries of visible keys
+    for (int s = 0; s < num_seqs; ++s) {
+      query_start[s + 1] = query_start[s] + c.seqs[s].first;
+      kv_lens[s] = c.seqs[s].first + c.seqs[s].second;
+      max_kv = std::max(max_kv, kv_lens[s]);
+      max_blocks = std::max(max_blocks, (kv_lens[s] + block_size - 1) / block_size);
+      if (c.seqs[s].first >= detail::kTiledMinQueries) {
+        for (int i = 0; i < c.seqs[s].first; ++i) {
+          int pos = c.seqs[s].second + i;
+          int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+          visible += pos + 1 - lo;
+        }
+      }
+    }
+    const int tokens = query_start[num_seqs];
+    int per_copy = 0;
+    for (int s = 0; s < num_seqs; ++s) per_copy += (kv_lens[s] + block_size - 1) / block_size;
+    const int total_blocks = per_copy * c.copies + 5;
+    std::vector<int32_t> pool(total_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::mt19937 rng(7);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    const int64_t ld_table = max_blocks + 3;
+    std::vector<DeviceBuffer> tables;
+    int next = 0;
+    for (int copy = 0; copy < c.copies; ++copy) {
+      std::vector<int32_t> tab(num_seqs * ld_table, -1);
+      for (int s = 0; s < num_seqs; ++s) {
+        int blocks = (kv_lens[s] + block_size - 1) / block_size;
+        for (int b = 0; b < blocks; ++b) tab[s * ld_table + b] = pool[next++];
+      }
+      tables.push_back(upload(tab));
+    }
+    const int64_t row = static_cast<int64_t>(c.q_heads) * c.head_dim;
+    const int64_t ld_q = row + 3 * c.head_dim;  // q inside a wider qkv row
+    const int64_t ld_out = row + 8;
+    const size_t cache_elems = size_t(total_blocks) * block_size * c.kv_heads * c.head_dim;
+    DeviceBuffer q = raw(size_t(tokens) * ld_q * 2);
+    DeviceBuffer k = raw(cache_elems * 2);
+    DeviceBuffer v = raw(cache_elems * 2);
+    CK(fill_random_bf16(q.as<Bf16>(), size_t(tokens) * ld_q, 11, 2.0f, st));
+    CK(fill_random_bf16(k.as<Bf16>(), cache_elems, 12, 1.0f, st));
+    CK(fill_random_bf16(v.as<Bf16>(), cache_elems, 13, 1.0f, st));
+    DeviceBuffer qs = upload(query_start);
+    DeviceBuffer kl = upload(kv_lens);
+    DeviceBuffer out = raw(size_t(tokens) * ld_out * 2);
+    DeviceBuffer ref = raw(size_t(tokens) * row * 4);
+    const size_t ws_bytes = size_t(64) * tokens * c.q_heads * (c.head_dim + 2) * 4;
+    DeviceBuffer ws = raw(ws_bytes);
+
+    PagedAttentionArgs a;
+    a.q = q.as<Bf16>();
+    a.ld_q = ld_q;
+    a.k_cache = k.as<Bf16>();
+    a.v_cache = v.as<Bf16>();
+    a.block_tables = tables[0].as<int32_t>();
+    a.ld_block_tables = ld_table;
+    a.query_start = qs.as<int32_t>();
+    a.kv_lens = kl.as<int32_t>();
+    a.out = out.as<Bf16>();
+    a.ld_out = ld_out;
+    a.seqs = num_seqs;
+    a.tokens = tokens;
+    a.q_heads = c.q_heads;
+    a.kv_heads = c.kv_heads;
+    a.head_dim = c.head_dim;
+    a.block_size = block_size;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.softcap = c.softcap;
+    a.sliding_window = c.window;
+    a.workspace = ws.as<float>();
+
+    size_t ref_smem = (c.head_dim + max_kv + 8) * sizeof(float);
+    CK(cudaFuncSetAttribute(reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(ref_smem)));
+    // The reference checks every token of small cases; of large ones the first and last 64
+    // of each sequence and every 13th between (it is slow: O(keys) per thread).
+    std::vector<int32_t> checked;
+    for (int s = 0; s < num_seqs; ++s) {
+      for (int tk = query_start[s]; tk < query_start[s + 1]; ++tk) {
+        int i = tk - query_start[s];
+        if (!c.timed || i < 64 || query_start[s + 1] - tk <= 64 || i % 13 == 0)
+          checked.push_back(tk);
+      }
+    }
+    DeviceBuffer dchecked = upload(checked);
+    reference_kernel<<<dim3(checked.size(), c.q_heads), 256, ref_smem, st>>>(
+        a, dchecked.as<int32_t>(), ref.as<float>());
+    CK(cudaGetLastError());
+    std::vector<float> want(size_t(tokens) * row);
+    CK(cudaMemcpyAsync(want.data(), ref.data(), want.size() * 4, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+
+    for (const Variant& var : variants) {
+      auto call = [&](int i) {
+        a.block_tables = tables[i % c.copies].as<int32_t>();
+        if (var.kind == 0) {
+          CK(detail::paged_attention_tiled(a, st));
+        } else if (var.kind == 1) {
+          CK(v2::launch<4>(a, ws_bytes, st));
+        } else {
+          CK(v2::launch<8>(a, ws_bytes, st));
+        }
+      };
+      CK(cudaMemsetAsync(out.data(), 0xff, size_t(tokens) * ld_out * 2, st));  // NaN poison
+      call(0);
+      std::vector<Bf16> got(size_t(tokens) * ld_out);
+      CK(cudaMemcpyAsync(got.data(), out.data(), got.size() * 2, cudaMemcpyDeviceToHost, st));
+      CK(cudaStreamSynchronize(st));
+      double num = 0.0;
+      double den = 0.0;
+      double worst = 0.0;
+      bool finite = true;
+      for (int tk : checked) {
+        int s = 0;
+        while (s + 1 < num_seqs && query_start[s + 1] <= tk) ++s;
+        if (c.seqs[s].first < detail::kTiledMinQueries) continue;
+        {
+          for (int64_t e = 0; e < row; ++e) {
+            double x = __bfloat162float(got[tk * ld_out + e]);
+            double w = want[tk * row + e];
+            if (!std::isfinite(x)) finite = false;
+            num += (x - w) * (x - w);
+            den += w * w;
+            worst = std::max(worst, std::abs(x - w));
+          }
+        }
+      }
+      double rel = std::sqrt(num / std::max(den, 1e-30));
+      bool ok = finite && rel < 1e-2;
+      std::printf("  %-28s %-14s rel_l2 %.2e max_abs %.2e %s", c.name.c_str(), var.name.c_str(),
+                  rel, worst, ok ? "ok" : "MISMATCH");
+      if (ok && c.timed) {
+        double ms = median_ms(st, call, 10, 2);
+        double flops = 4.0 * c.head_dim * c.q_heads * visible;
+        double kv_bytes = 0.0;
+        for (int s = 0; s < num_seqs; ++s)
+          kv_bytes += 2.0 * kv_lens[s] * c.kv_heads * c.head_dim * 2;
+        std::printf("  %8.1f us  %6.1f TFLOP/s (%4.1f%% of GEMM)  K/V %.1f MB", ms * 1e3,
+                    flops / (ms * 1e-3) / 1e12, 100.0 * flops / (ms * 1e-3) / gemm_rate,
+                    kv_bytes / 1e6);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+
+ private:
+  DeviceContext& ctx_;
+};
+
+double gemm_rate(DeviceContext& ctx) {
+  const int n = 8192;
+  GemmBf16 gemm(ctx);
+  auto x = ctx.allocate(size_t(n) * n * 2, "lab");
+  auto w = ctx.allocate(size_t(n) * n * 2, "lab");
+  auto y = ctx.allocate(size_t(n) * n * 2, "lab");
+  check(x.status(), "allocate");
+  check(w.status(), "allocate");
+  check(y.status(), "allocate");
+  CK(fill_random_bf16(x->as<Bf16>(), size_t(n) * n, 1, 1.0f, ctx.stream()));
+  CK(fill_random_bf16(w->as<Bf16>(), size_t(n) * n, 2, 1.0f, ctx.stream()));
+  GemmShape s{n, n, n, n, n, n, GemmOut::kBf16, false};
+  double ms = median_ms(ctx.stream(),
+                        [&](int) { CK(gemm.run(s, x->as<Bf16>(), w->as<Bf16>(), y->data())); });
+  double rate = 2.0 * n * n * double(n) / (ms * 1e-3);
+  std::printf("GEMM bf16 8192^3: %.3f ms -> %.1f TFLOP/s\n", ms, rate / 1e12);
+  return rate;
+}
+
+int run_lab() {
+  auto ctx_or = DeviceContext::create({});
+  check(ctx_or.status(), "device");
+  DeviceContext& ctx = **ctx_or;
+  const double rate = gemm_rate(ctx);
+  measure_copy_bandwidth(ctx.stream());
+  std::fflush(stdout);
+  std::vector<Variant> variants = {{"src-64x64", 0}, {"v2-4warps", 1}, {"v2-8warps", 2}};
+  std::vector<Case> cases;
+  // Correctness only: varlen batches, GQA ratios, window, soft-capping, head sizes.
+  cases.push_back(
+      {"mixed hd128 32/8", {{37, 0}, {17, 100}, {1, 768}, {200, 5124}, {3, 29}, {64, 64}}});
+  cases.push_back(
+      {"mixed hd64 12/2 w300 cap30", {{100, 0}, {33, 700}, {2, 90}}, 64, 12, 2, 300, 30.0f});
+  cases.push_back({"mixed hd32 8/2 w40 cap20", {{71, 10}, {16, 0}}, 32, 8, 2, 40, 20.0f});
+  cases.push_back({"hd16 4/2", {{50, 20}}, 16, 4, 2});
+  cases.push_back({"hd128 8/8 (no GQA)", {{130, 300}, {5, 5}}, 128, 8, 8});
+  cases.push_back({"hd64 16/1 (MQA) w100", {{90, 1000}}, 64, 16, 1, 100});
+  cases.push_back({"hd128 6/2 (group 3)", {{77, 40}}, 128, 6, 2});
+  cases.push_back({"suffix 20 over 3000 w500", {{20, 3000}, {40, 0}}, 128, 32, 8, 500});
+  // Timed: the 8B model's shapes.
+  Case t;
+  t.timed = true;
+  t.name = "prefill 4096";
+  t.seqs = {{4096, 0}};
+  cases.push_back(t);
+  t.name = "chunk 512 ctx 0";
+  t.seqs = {{512, 0}};
+  t.copies = 4;
+  cases.push_back(t);
+  t.name = "chunk 512 ctx 4096";
+  t.seqs = {{512, 4096}};
+  cases.push_back(t);
+  t.name = "chunk 512 ctx 8192";
+  t.seqs = {{512, 8192}};
+  cases.push_back(t);
+  t.name = "prefill 8192";
+  t.seqs = {{8192, 0}};
+  t.copies = 1;
+  cases.push_back(t);
+  t.name = "suffix 16 over 8160";
+  t.seqs = {{16, 8160}};
+  t.copies = 4;
+  cases.push_back(t);
+  Lab lab(ctx);
+  for (const Case& c : cases) lab.run(c, variants, rate);
+  return 0;
+}
+
+}  // namespace
+}  // namespace hearth::cuda::dev
+
+int main() {
+  try {
+    return hearth::cuda::dev::run_lab();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lab_prefill_attention: %s\n", e.what());
+    return 1;
+  }
+}
