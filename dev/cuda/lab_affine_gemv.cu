@@ -1,0 +1,859 @@
+// Lab for the MLX-affine quantized GEMV (issue 5): the src kernel against variants that
+// stage x once per CTA (scaled half pairs + per-chunk Σx), unpack 2 weights per instruction
+// with the magic-number trick and multiply in packed halves, on every 8B shape, 4 and 8 bits.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dev/cuda/fill.cuh"
+#include "dev/cuda/lab.h"
+#include "kernels/cuda/affine_quant.cuh"
+#include "kernels/cuda/gated_activation.cuh"
+#include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rope_kv_write.cuh"
+#include "kernels/cuda/sampling.cuh"
+
+namespace hearth::cuda::dev {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+// Owned device memory (the lab stays off DeviceContext so it builds as plain CUDA C++17).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) { CK(cudaMalloc(&ptr_, bytes)); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  void* data() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ float to_f(Bf16 v) { return __bfloat162float(v); }
+
+// ---------------------------------------------------------------------------------------
+// Reference: one warp per row, every value decoded on its own in f32.
+template <typename OutT>
+__global__ void ref_kernel(AffineQuantWeight w, const Bf16* x, int64_t ldx, int m, OutT* y,
+                           int64_t ldy) {
+  int n = blockIdx.x * kWarps + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (n >= w.n) return;
+  const int per_word = 32 / w.bits;
+  const uint32_t mask = (1u << w.bits) - 1;
+  const int groups = w.k / w.group_size;
+  const uint32_t* row = w.packed + int64_t(n) * (w.k / per_word);
+  const Bf16* s = static_cast<const Bf16*>(w.scales) + int64_t(n) * groups;
+  const Bf16* b = static_cast<const Bf16*>(w.biases) + int64_t(n) * groups;
+  for (int r = 0; r < m; ++r) {
+    float acc = 0.0f;
+    for (int i = lane; i < w.k; i += 32) {
+      uint32_t q = (row[i / per_word] >> (w.bits * (i % per_word))) & mask;
+      int g = i / w.group_size;
+      acc += (to_f(s[g]) * float(q) + to_f(b[g])) * to_f(x[r * ldx + i]);
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) {
+      if constexpr (sizeof(OutT) == 4) {
+        y[r * ldy + n] = acc;
+      } else {
+        y[r * ldy + n] = __float2bfloat16(acc);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Variant "h2": x staged per CTA, packed-half products.
+//
+// A chunk is one 16-byte word of packed weights: 32 values at 4 bits, 16 at 8 bits. The
+// prologue writes, per x row and chunk, the x values divided by a power of two 2^e (so the
+// chunk's largest |x| is in [1, 2)) as half pairs in the order the unpacking produces them,
+// and (2^e, Σx) of the chunk. The main loop then needs per chunk and row: the half dot
+// Σ q·x' (exact q from the magic-number trick, products and 8-term sums in half), and
+// acc += (s·2^e)·dot + b·Σx in f32.
+//
+// Variant "f32" (kF32 = true): the same staging and loop, but x stays f32 in shared memory
+// (no x scaling) and each value is unpacked alone into an f32 by the 2^23 trick, in place:
+// nibble i of a word (i < 4; t >> 16 for the rest) masked into 2^23's mantissa is n·16^i, so
+// x is pre-multiplied by 16^-i;
+// products and sums in f32 (exact but for the summation order, like the src kernel).
+template <int kBits, bool kF32 = false>
+struct H2 {
+  static constexpr int kPerChunk = 128 / kBits;  // 32 or 16 values
+  // 16-byte x slots per chunk: half pairs (4-bit: 4, 8-bit: 2) or f32 (8 / 4).
+  static constexpr int kSlots = (kBits == 4 ? 4 : 2) * (kF32 ? 2 : 1);
+};
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __half2 as_h2(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }
+
+// Stages x [m, k] into shared memory: slots [m][kSlots][chunks] of uint4 then
+// stats [m][chunks] of float2 (2^e, Σx). Returns nothing; the caller syncs.
+template <int kBits, bool kF32>
+__device__ __forceinline__ void stage_x(const Bf16* x, int64_t ldx, int m, int chunks, uint4* xs,
+                                        float2* stats) {
+  using T = H2<kBits, kF32>;
+  for (int u = threadIdx.x; u < m * chunks; u += blockDim.x) {
+    const int r = u / chunks;
+    const int c = u - r * chunks;
+    float v[T::kPerChunk];
+    const Bf16* src = x + r * ldx + c * T::kPerChunk;
+#pragma unroll
+    for (int i = 0; i < T::kPerChunk; i += 8) {
+      uint4 raw = *reinterpret_cast<const uint4*>(src + i);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float2 f = __bfloat1622float2(h[j]);
+        v[i + 2 * j] = f.x;
+        v[i + 2 * j + 1] = f.y;
+      }
+    }
+    float amax = 0.0f;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < T::kPerChunk; ++i) {
+      amax = fmaxf(amax, fabsf(v[i]));
+      sum += v[i];
+    }
+    // 2^e with amax in [2^e, 2^(e+1)): x / 2^e in (-2, 2). Zero or subnormal amax: scale 0
+    // (the chunk contributes nothing through the dot); inf/NaN: propagate through the scale.
+    uint32_t ebits = __float_as_uint(amax) & 0x7F800000u;
+    float scale;
+    float inv;
+    if (ebits == 0) {
+      scale = 0.0f;
+      inv = 0.0f;
+    } else if (ebits == 0x7F800000u) {
+      scale = amax;
+      inv = 0.0f;
+    } else {
+      scale = __uint_as_float(ebits);
+      inv = __uint_as_float(0x7F000000u - ebits);
+    }
+    if constexpr (kF32) {
+      stats[r * chunks + c] = make_float2(1.0f, sum);
+      float4* xf = reinterpret_cast<float4*>(xs);
+      if constexpr (kBits == 4) {
+        // value i of a word scaled by 16^-(i % 4) (i >= 4 are taken from t >> 16).
+        const float kPos[8] = {1.0f, 0.0625f, 0.00390625f, 0.000244140625f,
+                               1.0f, 0.0625f, 0.00390625f, 0.000244140625f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int b = 8 * j + 4 * h;
+            xf[(r * 8 + 2 * j + h) * chunks + c] =
+                make_float4(v[b] * kPos[4 * h], v[b + 1] * kPos[4 * h + 1],
+                            v[b + 2] * kPos[4 * h + 2], v[b + 3] * kPos[4 * h + 3]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          xf[(r * 4 + j) * chunks + c] =
+              make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+        }
+      }
+      continue;
+    }
+    stats[r * chunks + c] = make_float2(scale, sum);
+    if constexpr (kBits == 4) {
+      // word j holds values 8j..8j+7; pairs (0,4) (1,5) (2,6) (3,7).
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float* p = v + 8 * j;
+        uint4 o;
+        o.x = h2_bits(__floats2half2_rn(p[0] * inv, p[4] * inv));
+        o.y = h2_bits(__floats2half2_rn(p[1] * inv, p[5] * inv));
+        o.z = h2_bits(__floats2half2_rn(p[2] * inv, p[6] * inv));
+        o.w = h2_bits(__floats2half2_rn(p[3] * inv, p[7] * inv));
+        xs[(r * 4 + j) * chunks + c] = o;
+      }
+    } else {
+      // word j holds values 4j..4j+3; pairs (0,2) (1,3); slot jj holds words 2jj, 2jj+1.
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        const float* p = v + 8 * jj;
+        uint4 o;
+        o.x = h2_bits(__floats2half2_rn(p[0] * inv, p[2] * inv));
+        o.y = h2_bits(__floats2half2_rn(p[1] * inv, p[3] * inv));
+        o.z = h2_bits(__floats2half2_rn(p[4] * inv, p[6] * inv));
+        o.w = h2_bits(__floats2half2_rn(p[5] * inv, p[7] * inv));
+        xs[(r * 2 + jj) * chunks + c] = o;
+      }
+    }
+  }
+}
+
+// Σ q·x' of one chunk against one staged x row (xs points at slot 0 of the chunk; slots
+// are `stride` uint4 apart).
+template <int kBits>
+__device__ __forceinline__ float chunk_dot_h2(const uint4& p, const uint4* xs, int stride) {
+  const __half2 k1024 = as_h2(0x64006400u);
+  __half2 a0 = as_h2(0u);
+  __half2 a1 = as_h2(0u);
+  const uint32_t wv[4] = {p.x, p.y, p.z, p.w};
+  if constexpr (kBits == 4) {
+    const __half2 k16th = as_h2(0x2C002C00u);   // 1/16
+    const __half2 kneg64 = as_h2(0xD400D400u);  // -64
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 xv = xs[j * stride];
+      const uint32_t t = wv[j];
+      const uint32_t t8 = t >> 8;
+      __half2 q0 = __hsub2(as_h2((t & 0x000F000Fu) | 0x64006400u), k1024);
+      __half2 q1 = __hfma2(as_h2((t & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
+      __half2 q2 = __hsub2(as_h2((t8 & 0x000F000Fu) | 0x64006400u), k1024);
+      __half2 q3 = __hfma2(as_h2((t8 & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
+      a0 = __hfma2(q0, as_h2(xv.x), a0);
+      a1 = __hfma2(q1, as_h2(xv.y), a1);
+      a0 = __hfma2(q2, as_h2(xv.z), a0);
+      a1 = __hfma2(q3, as_h2(xv.w), a1);
+    }
+  } else {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const uint4 xv = xs[jj * stride];
+      const uint32_t t0 = wv[2 * jj];
+      const uint32_t t1 = wv[2 * jj + 1];
+      __half2 q0 = __hsub2(as_h2(__byte_perm(t0, 0x64646464u, 0x4240)), k1024);
+      __half2 q1 = __hsub2(as_h2(__byte_perm(t0, 0x64646464u, 0x4341)), k1024);
+      __half2 q2 = __hsub2(as_h2(__byte_perm(t1, 0x64646464u, 0x4240)), k1024);
+      __half2 q3 = __hsub2(as_h2(__byte_perm(t1, 0x64646464u, 0x4341)), k1024);
+      a0 = __hfma2(q0, as_h2(xv.x), a0);
+      a1 = __hfma2(q1, as_h2(xv.y), a1);
+      a0 = __hfma2(q2, as_h2(xv.z), a0);
+      a1 = __hfma2(q3, as_h2(xv.w), a1);
+    }
+  }
+  float2 f = __half22float2(__hadd2(a0, a1));
+  return f.x + f.y;
+}
+
+template <int kBits>
+__device__ __forceinline__ float chunk_dot_f32(const uint4& p, const uint4* xs, int stride) {
+  const float4* xf = reinterpret_cast<const float4*>(xs);
+  constexpr float kMagic = 8388608.0f;
+  float a0 = 0.0f;
+  float a1 = 0.0f;
+  const uint32_t wv[4] = {p.x, p.y, p.z, p.w};
+  if constexpr (kBits == 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t t = wv[j];
+      const uint32_t t16 = t >> 16;
+      const float4 x0 = xf[(2 * j) * stride];
+      const float4 x1 = xf[(2 * j + 1) * stride];
+      a0 = fmaf(__uint_as_float((t & 0xFu) | 0x4B000000u) - kMagic, x0.x, a0);
+      a1 = fmaf(__uint_as_float((t & 0xF0u) | 0x4B000000u) - kMagic, x0.y, a1);
+      a0 = fmaf(__uint_as_float((t & 0xF00u) | 0x4B000000u) - kMagic, x0.z, a0);
+      a1 = fmaf(__uint_as_float((t & 0xF000u) | 0x4B000000u) - kMagic, x0.w, a1);
+      a0 = fmaf(__uint_as_float((t16 & 0xFu) | 0x4B000000u) - kMagic, x1.x, a0);
+      a1 = fmaf(__uint_as_float((t16 & 0xF0u) | 0x4B000000u) - kMagic, x1.y, a1);
+      a0 = fmaf(__uint_as_float((t16 & 0xF00u) | 0x4B000000u) - kMagic, x1.z, a0);
+      a1 = fmaf(__uint_as_float((t16 & 0xF000u) | 0x4B000000u) - kMagic, x1.w, a1);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t t = wv[j];
+      const float4 x0 = xf[j * stride];
+      a0 = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7540)) - kMagic, x0.x, a0);
+      a1 = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7541)) - kMagic, x0.y, a1);
+      a0 = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7542)) - kMagic, x0.z, a0);
+      a1 = fmaf(__uint_as_float(__byte_perm(t, 0x4B000000u, 0x7543)) - kMagic, x0.w, a1);
+    }
+  }
+  return a0 + a1;
+}
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// kSplit warps share one row (each takes every kSplit-th run of 32 chunks); kUnroll chunks
+// per lane are loaded before any is used.
+template <int kBits, int kRows, typename ScaleT, typename OutT, int kSplit, int kUnroll, bool kF32>
+__global__ void __launch_bounds__(kThreads, 4)
+    gemv_h2_kernel(AffineQuantWeight w, const Bf16* x, int64_t ldx, OutT* y, int64_t ldy) {
+  using T = H2<kBits, kF32>;
+  constexpr int kRowsPerTile = kWarps / kSplit;
+  constexpr int kStride = 32 * kSplit;
+  extern __shared__ uint4 smem[];
+  __shared__ float partial[kWarps][kRows];
+  const int chunks = w.k / T::kPerChunk;
+  uint4* xs = smem;
+  float2* stats = reinterpret_cast<float2*>(smem + kRows * T::kSlots * chunks);
+  stage_x<kBits, kF32>(x, ldx, kRows, chunks, xs, stats);
+  __syncthreads();
+
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int sub = warp % kSplit;
+  const int vl = sub * 32 + lane;
+  const int group_shift = __ffs(w.group_size / T::kPerChunk) - 1;
+  const int groups = w.k / w.group_size;
+  const int tiles = (w.n + kRowsPerTile - 1) / kRowsPerTile;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int n = tile * kRowsPerTile + warp / kSplit;
+    float acc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+    if (n < w.n) {
+      const uint4* wrow = reinterpret_cast<const uint4*>(w.packed) + int64_t(n) * chunks;
+      const ScaleT* srow = static_cast<const ScaleT*>(w.scales) + int64_t(n) * groups;
+      const ScaleT* brow = static_cast<const ScaleT*>(w.biases) + int64_t(n) * groups;
+      for (int c0 = vl; c0 < chunks; c0 += kStride * kUnroll) {
+        uint4 p[kUnroll];
+        float s[kUnroll];
+        float b[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int c = c0 + u * kStride;
+          if (c < chunks) {
+            p[u] = load_stream(wrow + c);
+            s[u] = to_f(srow[c >> group_shift]);
+            b[u] = to_f(brow[c >> group_shift]);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int c = c0 + u * kStride;
+          if (c < chunks) {
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              const uint4* xr = xs + r * T::kSlots * chunks + c;
+              float dot;
+              if constexpr (kF32) {
+                dot = chunk_dot_f32<kBits>(p[u], xr, chunks);
+              } else {
+                dot = chunk_dot_h2<kBits>(p[u], xr, chunks);
+              }
+              float2 st = stats[r * chunks + c];
+              acc[r] = fmaf(s[u] * st.x, dot, fmaf(b[u], st.y, acc[r]));
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+    }
+    if constexpr (kSplit > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) partial[warp][r] = acc[r];
+      }
+      __syncthreads();
+      if (sub == 0 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          float v = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kSplit; ++i) v += partial[warp + i][r];
+          acc[r] = v;
+        }
+      }
+      __syncthreads();
+    }
+    if (sub == 0 && lane == 0 && n < w.n) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if constexpr (sizeof(OutT) == 4) {
+          y[r * ldy + n] = acc[r];
+        } else {
+          y[r * ldy + n] = __float2bfloat16(acc[r]);
+        }
+      }
+    }
+  }
+}
+
+template <int kBits, int kSplit, int kUnroll, bool kF32, typename OutT>
+void launch_h2(const AffineQuantWeight& w, const Bf16* x, int64_t ldx, OutT* y, int64_t ldy,
+               int sm_count, int blocks_per_sm, cudaStream_t st) {
+  using T = H2<kBits, kF32>;
+  const int chunks = w.k / T::kPerChunk;
+  size_t smem = size_t(chunks) * (T::kSlots * 16 + 8);
+  const int tiles = (w.n + kWarps / kSplit - 1) / (kWarps / kSplit);
+  int grid = blocks_per_sm > 0 ? std::min(tiles, sm_count * blocks_per_sm) : tiles;
+  auto kernel = gemv_h2_kernel<kBits, 1, Bf16, OutT, kSplit, kUnroll, kF32>;
+  if (smem > 48 * 1024) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  kernel<<<grid, kThreads, smem, st>>>(w, x, ldx, y, ldy);
+  CK(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
+// Dequantize to bf16: baseline (src) vs one 16-byte packed chunk per thread, 16-byte stores.
+template <int kBits>
+__global__ void dequant_v1_kernel(AffineQuantWeight w, Bf16* out, int64_t ld_out) {
+  constexpr int kPer = 128 / kBits;
+  const int chunks = w.k / kPer;
+  const int groups = w.k / w.group_size;
+  const int64_t total = int64_t(chunks) * w.n;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = idx / chunks;
+    const int c = int(idx - n * chunks);
+    const uint4 p = load_stream(reinterpret_cast<const uint4*>(w.packed) + idx);
+    const int g = c * kPer / w.group_size;
+    const float s = to_f(static_cast<const Bf16*>(w.scales)[n * groups + g]);
+    const float b = to_f(static_cast<const Bf16*>(w.biases)[n * groups + g]);
+    const uint32_t wv[4] = {p.x, p.y, p.z, p.w};
+    uint4* dst = reinterpret_cast<uint4*>(out + n * ld_out + int64_t(c) * kPer);
+    constexpr int kPerWord = 32 / kBits;
+    constexpr uint32_t kMask = (1u << kBits) - 1;
+#pragma unroll
+    for (int i = 0; i < kPer / 8; ++i) {
+      uint32_t o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int v0 = i * 8 + 2 * j;
+        const int v1 = v0 + 1;
+        float f0 = s * float((wv[v0 / kPerWord] >> (kBits * (v0 % kPerWord))) & kMask) + b;
+        float f1 = s * float((wv[v1 / kPerWord] >> (kBits * (v1 % kPerWord))) & kMask) + b;
+        __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
+        o[j] = *reinterpret_cast<uint32_t*>(&h);
+      }
+      __stcs(dst + i, make_uint4(o[0], o[1], o[2], o[3]));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+struct QMat {
+  DeviceBuffer packed, sb;
+  int n = 0, k = 0, bits = 4;
+  AffineQuantWeight weight() const {
+    const int groups = k / 64;
+    return AffineQuantWeight{packed.as<uint32_t>(),
+                             sb.as<Bf16>(),
+                             sb.as<Bf16>() + size_t(n) * groups,
+                             false,
+                             n,
+                             k,
+                             bits,
+                             64};
+  }
+  size_t bytes() const { return size_t(n) * k * bits / 8 + size_t(n) * (k / 64) * 4; }
+};
+
+class Lab {
+ public:
+  Lab() {
+    CK(cudaStreamCreateWithFlags(&st_, cudaStreamNonBlocking));
+    CK(cudaGetDeviceProperties(&props_, 0));
+    sms_ = props_.multiProcessorCount;
+  }
+  ~Lab() { cudaStreamDestroy(st_); }
+
+  DeviceBuffer raw(size_t bytes) { return DeviceBuffer(bytes); }
+  DeviceBuffer bf16(size_t n, float scale) {
+    DeviceBuffer b = raw(n * 2 + 16);
+    CK(fill_random_bf16(b.as<Bf16>(), n, seed_++, scale, st_));
+    return b;
+  }
+  QMat qmat(int n, int k, int bits) {
+    QMat q;
+    q.n = n;
+    q.k = k;
+    q.bits = bits;
+    q.packed = raw(size_t(n) * k * bits / 8 + 16);
+    CK(fill_random_u32(q.packed.as<uint32_t>(), size_t(n) * k * bits / 32, seed_++, st_));
+    // Scales ~0.01 (uniform +-), biases ~0.08: the MLX ranges for a unit-variance weight.
+    q.sb = raw(size_t(n) * (k / 64) * 4 + 16);
+    CK(fill_random_bf16(q.sb.as<Bf16>(), size_t(n) * (k / 64), seed_++, 0.01f, st_));
+    CK(fill_random_bf16(q.sb.as<Bf16>() + size_t(n) * (k / 64), size_t(n) * (k / 64), seed_++,
+                        0.08f, st_));
+    return q;
+  }
+
+  using GemvFn = std::function<void(const AffineQuantWeight&, const Bf16*, void*, bool)>;
+
+  // Relative L2 error of fn's output against the reference kernel.
+  double validate(const QMat& q, const DeviceBuffer& x, const GemvFn& fn, bool f32) {
+    AffineQuantWeight w = q.weight();
+    DeviceBuffer want = raw(size_t(q.n) * 4);
+    DeviceBuffer got = raw(size_t(q.n) * 4);
+    CK(cudaMemsetAsync(got.data(), 0xff, size_t(q.n) * 4, st_));
+    ref_kernel<float><<<(q.n + kWarps - 1) / kWarps, kThreads, 0, st_>>>(w, x.as<Bf16>(), q.k, 1,
+                                                                         want.as<float>(), q.n);
+    CK(cudaGetLastError());
+    fn(w, x.as<Bf16>(), got.data(), f32);
+    std::vector<float> a(q.n);
+    std::vector<float> b(q.n);
+    CK(cudaMemcpyAsync(a.data(), want.data(), size_t(q.n) * 4, cudaMemcpyDeviceToHost, st_));
+    if (f32) {
+      CK(cudaMemcpyAsync(b.data(), got.data(), size_t(q.n) * 4, cudaMemcpyDeviceToHost, st_));
+      CK(cudaStreamSynchronize(st_));
+    } else {
+      std::vector<Bf16> h(q.n);
+      CK(cudaMemcpyAsync(h.data(), got.data(), size_t(q.n) * 2, cudaMemcpyDeviceToHost, st_));
+      CK(cudaStreamSynchronize(st_));
+      for (int i = 0; i < q.n; ++i) b[i] = __bfloat162float(h[i]);
+    }
+    double num = 0, den = 0;
+    for (int i = 0; i < q.n; ++i) {
+      if (!std::isfinite(b[i])) return INFINITY;
+      num += double(a[i] - b[i]) * (a[i] - b[i]);
+      den += double(a[i]) * a[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+  }
+
+  void gemv_shape(int n, int k, int bits, double copy_bw,
+                  const std::vector<std::pair<std::string, GemvFn>>& variants) {
+    std::vector<QMat> copies;
+    QMat first = qmat(n, k, bits);
+    const size_t bytes = first.bytes();
+    const int count = std::max<int>(2, int((size_t{400} << 20) / bytes) + 1);
+    copies.push_back(std::move(first));
+    for (int i = 1; i < count; ++i) copies.push_back(qmat(n, k, bits));
+    DeviceBuffer x = bf16(k, 1.0f);
+    DeviceBuffer y = raw(size_t(n) * 4 + 16);
+    double base_us = 0;
+    for (const auto& variant : variants) {
+      const std::string& name = variant.first;
+      const GemvFn& fn = variant.second;
+      const bool f32 = n > 100000;  // lm_head: f32 logits
+      double err = validate(copies[0], x, fn, f32);
+      const double tol = f32 ? 2e-3 : 5e-3;
+      if (!(err < tol)) {
+        std::printf("  %-22s %d-bit n=%6d k=%5d: FAILED validation rel err %.2e (tol %.0e)\n",
+                    name.c_str(), bits, n, k, err, tol);
+        std::fflush(stdout);
+        continue;
+      }
+      double ms = median_ms(
+          st_, [&](int i) { fn(copies[i % copies.size()].weight(), x.as<Bf16>(), y.data(), f32); },
+          30, 3);
+      double bw = bytes / (ms * 1e-3);
+      if (base_us == 0) base_us = ms * 1e3;
+      std::printf(
+          "  %-22s %d-bit n=%6d k=%5d: %7.2f us  %.3f TB/s  %3.0f%% of copy  x%.2f vs base  "
+          "(rel err %.1e)\n",
+          name.c_str(), bits, n, k, ms * 1e3, bw / 1e12, 100 * bw / copy_bw, base_us / (ms * 1e3),
+          err);
+      std::fflush(stdout);
+    }
+  }
+
+  void dequant_shape(int n, int k, int bits, double copy_bw) {
+    QMat q = qmat(n, k, bits);
+    AffineQuantWeight w = q.weight();
+    DeviceBuffer a = raw(size_t(n) * k * 2 + 16);
+    DeviceBuffer b = raw(size_t(n) * k * 2 + 16);
+    CK(affine_dequantize(w, a.as<Bf16>(), k, st_));
+    const int chunks_total = int(std::min<int64_t>(int64_t(n) * k * bits / 128, 1 << 30));
+    auto v1 = [&](int) {
+      int blocks = std::min((chunks_total + 255) / 256, sms_ * 8);
+      if (bits == 4) {
+        dequant_v1_kernel<4><<<blocks, 256, 0, st_>>>(w, b.as<Bf16>(), k);
+      } else {
+        dequant_v1_kernel<8><<<blocks, 256, 0, st_>>>(w, b.as<Bf16>(), k);
+      }
+      CK(cudaGetLastError());
+    };
+    v1(0);
+    std::vector<uint16_t> ha(size_t(n) * k), hb(size_t(n) * k);
+    CK(cudaMemcpyAsync(ha.data(), a.data(), ha.size() * 2, cudaMemcpyDeviceToHost, st_));
+    CK(cudaMemcpyAsync(hb.data(), b.data(), hb.size() * 2, cudaMemcpyDeviceToHost, st_));
+    CK(cudaStreamSynchronize(st_));
+    size_t diff = 0;
+    for (size_t i = 0; i < ha.size(); ++i) diff += ha[i] != hb[i];
+    const double bytes = q.bytes() + double(n) * k * 2;
+    double base = median_ms(st_, [&](int) { CK(affine_dequantize(w, a.as<Bf16>(), k, st_)); });
+    double fast = median_ms(st_, v1);
+    std::printf(
+        "  dequantize %d-bit n=%d k=%d: base %.1f us (%.0f%% of copy), v1 %.1f us (%.0f%% of "
+        "copy) x%.2f; v1 differs from base in %zu of %zu values%s\n",
+        bits, n, k, base * 1e3, 100 * bytes / (base * 1e-3) / copy_bw, fast * 1e3,
+        100 * bytes / (fast * 1e-3) / copy_bw, base / fast, diff, ha.size(),
+        diff ? "  FAILED" : "");
+    std::fflush(stdout);
+  }
+
+  cudaDeviceProp props_{};
+  cudaStream_t st_ = nullptr;
+  int sms_ = 0;
+  uint64_t seed_ = 7;
+};
+
+// ---------------------------------------------------------------------------------------
+// An 8B-shaped 4-bit decode step: the GEMVs under test + the existing other kernels,
+// captured once in a CUDA graph and replayed.
+struct Shape8B {
+  int hidden = 4096, layers = 32, q_heads = 32, kv_heads = 8, hd = 128, inter = 14336;
+  int vocab = 128256;
+  int qkv() const { return (q_heads + 2 * kv_heads) * hd; }
+};
+
+void decode_step(Lab& lab, double copy_bw,
+                 const std::vector<std::pair<std::string, Lab::GemvFn>>& variants) {
+  const Shape8B s;
+  cudaStream_t st = lab.st_;
+  std::vector<QMat> qkv, o, gu, down;
+  std::vector<DeviceBuffer> norm1, norm2, kc, vc;
+  const int max_ctx = 256;
+  for (int l = 0; l < s.layers; ++l) {
+    qkv.push_back(lab.qmat(s.qkv(), s.hidden, 4));
+    o.push_back(lab.qmat(s.hidden, s.q_heads * s.hd, 4));
+    gu.push_back(lab.qmat(2 * s.inter, s.hidden, 4));
+    down.push_back(lab.qmat(s.hidden, s.inter, 4));
+    norm1.push_back(lab.bf16(s.hidden, 1.0f));
+    norm2.push_back(lab.bf16(s.hidden, 1.0f));
+    kc.push_back(lab.bf16(size_t(max_ctx) * s.kv_heads * s.hd, 1.0f));
+    vc.push_back(lab.bf16(size_t(max_ctx) * s.kv_heads * s.hd, 1.0f));
+  }
+  QMat lm_head = lab.qmat(s.vocab, s.hidden, 4);
+  DeviceBuffer final_norm = lab.bf16(s.hidden, 1.0f);
+  DeviceBuffer resid = lab.bf16(s.hidden, 1.0f);
+  DeviceBuffer xn = lab.raw(s.hidden * 2 + 16);
+  DeviceBuffer qkv_out = lab.raw(s.qkv() * 2 + 16);
+  DeviceBuffer q = lab.raw(s.hidden * 2 + 16);
+  DeviceBuffer attn = lab.raw(s.hidden * 2 + 16);
+  DeviceBuffer delta = lab.raw(s.hidden * 2 + 16);
+  DeviceBuffer gu_out = lab.raw(2 * s.inter * 2 + 16);
+  DeviceBuffer act = lab.raw(s.inter * 2 + 16);
+  DeviceBuffer logits = lab.raw(size_t(s.vocab) * 4 + 16);
+  DeviceBuffer token = lab.raw(16);
+  const int start = 128;
+  auto upload = [&](const void* src, size_t bytes) {
+    DeviceBuffer b = lab.raw(bytes + 16);
+    CK(cudaMemcpy(b.data(), src, bytes, cudaMemcpyHostToDevice));
+    return b;
+  };
+  int32_t pos = start;
+  int64_t slot = start;
+  std::vector<int32_t> table(max_ctx / 16);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+  DeviceBuffer dpos = upload(&pos, 4), dslot = upload(&slot, 8);
+  DeviceBuffer dtable = upload(table.data(), table.size() * 4);
+  int32_t qs[2] = {0, 1};
+  int32_t kl = start + 1;
+  DeviceBuffer dqs = upload(qs, 8), dkl = upload(&kl, 4);
+  std::vector<float> freqs(s.hd / 2);
+  for (int i = 0; i < s.hd / 2; ++i) freqs[i] = 1.0f / std::pow(500000.0f, 2.0f * i / s.hd);
+  DeviceBuffer dfreq = upload(freqs.data(), freqs.size() * 4);
+  SamplingRow greedy;
+  greedy.temperature = 0.0f;
+  DeviceBuffer dparams = upload(&greedy, sizeof(greedy));
+  int splits = paged_attention_num_splits(1, s.q_heads, start + 1, lab.sms_);
+  DeviceBuffer attn_ws = lab.raw(paged_attention_workspace_bytes(1, s.q_heads, s.hd, splits) + 16);
+  double weight_bytes = 0;
+  for (int l = 0; l < s.layers; ++l) {
+    weight_bytes += qkv[l].bytes() + o[l].bytes() + gu[l].bytes() + down[l].bytes();
+  }
+  weight_bytes += lm_head.bytes();
+
+  for (const auto& variant : variants) {
+    const std::string& name = variant.first;
+    const Lab::GemvFn& fn = variant.second;
+    auto step = [&](int) {
+      for (int l = 0; l < s.layers; ++l) {
+        CK(rmsnorm_residual(l == 0 ? nullptr : delta.as<Bf16>(), s.hidden, resid.as<Bf16>(),
+                            s.hidden, norm1[l].as<Bf16>(), 0.0f, 1e-5f, xn.as<Bf16>(), s.hidden, 1,
+                            s.hidden, st));
+        fn(qkv[l].weight(), xn.as<Bf16>(), qkv_out.data(), false);
+        RopeKvWriteArgs r;
+        r.qkv = qkv_out.as<Bf16>();
+        r.ld_qkv = s.qkv();
+        r.positions = dpos.as<int32_t>();
+        r.slots = dslot.as<int64_t>();
+        r.inv_freq = dfreq.as<float>();
+        r.q_out = q.as<Bf16>();
+        r.ld_q_out = s.hidden;
+        r.k_cache = kc[l].as<Bf16>();
+        r.v_cache = vc[l].as<Bf16>();
+        r.tokens = 1;
+        r.q_heads = s.q_heads;
+        r.kv_heads = s.kv_heads;
+        r.head_dim = s.hd;
+        r.rotary_dim = s.hd;
+        CK(rope_kv_write(r, st));
+        PagedAttentionArgs a;
+        a.q = q.as<Bf16>();
+        a.ld_q = s.hidden;
+        a.k_cache = kc[l].as<Bf16>();
+        a.v_cache = vc[l].as<Bf16>();
+        a.block_tables = dtable.as<int32_t>();
+        a.ld_block_tables = int64_t(table.size());
+        a.query_start = dqs.as<int32_t>();
+        a.kv_lens = dkl.as<int32_t>();
+        a.out = attn.as<Bf16>();
+        a.ld_out = s.hidden;
+        a.seqs = 1;
+        a.tokens = 1;
+        a.q_heads = s.q_heads;
+        a.kv_heads = s.kv_heads;
+        a.head_dim = s.hd;
+        a.block_size = 16;
+        a.scale = 0.0884f;
+        a.num_splits = splits;
+        a.workspace = attn_ws.as<float>();
+        CK(paged_attention(a, st));
+        fn(o[l].weight(), attn.as<Bf16>(), delta.data(), false);
+        CK(rmsnorm_residual(delta.as<Bf16>(), s.hidden, resid.as<Bf16>(), s.hidden,
+                            norm2[l].as<Bf16>(), 0.0f, 1e-5f, xn.as<Bf16>(), s.hidden, 1, s.hidden,
+                            st));
+        fn(gu[l].weight(), xn.as<Bf16>(), gu_out.data(), false);
+        CK(gated_activation(GatedActivation::kSilu, gu_out.as<Bf16>(), 2 * s.inter,
+                            gu_out.as<Bf16>() + s.inter, 2 * s.inter, act.as<Bf16>(), s.inter, 1,
+                            s.inter, st));
+        fn(down[l].weight(), act.as<Bf16>(), delta.data(), false);
+      }
+      CK(rmsnorm_residual(delta.as<Bf16>(), s.hidden, resid.as<Bf16>(), s.hidden,
+                          final_norm.as<Bf16>(), 0.0f, 1e-5f, xn.as<Bf16>(), s.hidden, 1, s.hidden,
+                          st));
+      fn(lm_head.weight(), xn.as<Bf16>(), logits.data(), true);
+      SamplingArgs sa;
+      sa.logits = logits.as<float>();
+      sa.ld_logits = s.vocab;
+      sa.rows = 1;
+      sa.vocab = s.vocab;
+      sa.params = dparams.as<SamplingRow>();
+      sa.out_tokens = token.as<int32_t>();
+      CK(sample_tokens(sa, st));
+    };
+    // GEMVs alone (same graph minus the other kernels) to split the step's time.
+    auto gemvs_only = [&](int) {
+      for (int l = 0; l < s.layers; ++l) {
+        fn(qkv[l].weight(), xn.as<Bf16>(), qkv_out.data(), false);
+        fn(o[l].weight(), attn.as<Bf16>(), delta.data(), false);
+        fn(gu[l].weight(), xn.as<Bf16>(), gu_out.data(), false);
+        fn(down[l].weight(), act.as<Bf16>(), delta.data(), false);
+      }
+      fn(lm_head.weight(), xn.as<Bf16>(), logits.data(), true);
+    };
+    auto graph_ms = [&](const std::function<void(int)>& body) {
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      body(0);
+      CK(cudaStreamEndCapture(st, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      double ms = median_ms(
+          st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      return ms;
+    };
+    double full = graph_ms(step);
+    double gemv = graph_ms(gemvs_only);
+    double floor_ms = weight_bytes / copy_bw * 1e3;
+    std::printf(
+        "  decode step 8B 4-bit g64 %-14s graph %.3f ms = %.1f tok/s (floor %.3f ms = %.0f tok/s, "
+        "%.0f%% of floor); GEMVs alone %.3f ms (%.0f%% of copy on %.2f GB), other kernels %.3f "
+        "ms\n",
+        name.c_str(), full, 1e3 / full, floor_ms, 1e3 / floor_ms, 100 * floor_ms / full, gemv,
+        100 * floor_ms / gemv, weight_bytes / 1e9, full - gemv);
+    std::fflush(stdout);
+  }
+}
+
+int run() {
+  Lab lab;
+  std::printf("device: %s, %d SMs\n", lab.props_.name, lab.sms_);
+  double copy_bw = measure_copy_bandwidth(lab.st_);
+  const int sms = lab.sms_;
+  cudaStream_t st = lab.st_;
+  auto base = [&](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
+    CK(affine_gemv(w, x, w.k, 1, y, w.n, f32, sms, st));
+  };
+  auto h2 = [&](auto split, auto unroll, int blocks_per_sm, auto f32_math) {
+    return [&, blocks_per_sm](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
+      constexpr int kS = decltype(split)::value;
+      constexpr int kU = decltype(unroll)::value;
+      constexpr bool kF = decltype(f32_math)::value;
+      if (w.bits == 4) {
+        if (f32) {
+          launch_h2<4, kS, kU, kF>(w, x, w.k, static_cast<float*>(y), w.n, sms, blocks_per_sm, st);
+        } else {
+          launch_h2<4, kS, kU, kF>(w, x, w.k, static_cast<Bf16*>(y), w.n, sms, blocks_per_sm, st);
+        }
+      } else if (f32) {
+        launch_h2<8, kS, kU, kF>(w, x, w.k, static_cast<float*>(y), w.n, sms, blocks_per_sm, st);
+      } else {
+        launch_h2<8, kS, kU, kF>(w, x, w.k, static_cast<Bf16*>(y), w.n, sms, blocks_per_sm, st);
+      }
+    };
+  };
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using I4 = std::integral_constant<int, 4>;
+  using H = std::false_type;  // packed-half math
+  using F = std::true_type;   // f32 math
+  std::vector<std::pair<std::string, Lab::GemvFn>> variants = {
+      {"base (src)", base},
+      {"h2 s1 u4 persist4", h2(I1{}, I4{}, 4, H{})},
+      {"h2 s1 u4 all-ctas", h2(I1{}, I4{}, 0, H{})},
+      {"h2 s2 u2 persist4", h2(I2{}, I2{}, 4, H{})},
+      {"h2 s2 u4 persist4", h2(I2{}, I4{}, 4, H{})},
+      {"h2 s4 u2 persist4", h2(I4{}, I2{}, 4, H{})},
+      {"f32 s1 u4 persist4", h2(I1{}, I4{}, 4, F{})},
+      {"f32 s2 u2 persist4", h2(I2{}, I2{}, 4, F{})},
+  };
+  const std::vector<std::pair<int, int>> shapes = {
+      {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+  for (int bits : {4, 8}) {
+    std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);
+    for (auto [n, k] : shapes) lab.gemv_shape(n, k, bits, copy_bw, variants);
+  }
+  std::printf("== dequantize to bf16 (prefill; bytes = quantized read + bf16 written)\n");
+  lab.dequant_shape(28672, 4096, 4, copy_bw);
+  lab.dequant_shape(4096, 14336, 8, copy_bw);
+  std::printf("== decode step\n");
+  decode_step(lab, copy_bw,
+              {{"base (src)", base},
+               {"h2 s1 u4 p4", h2(I1{}, I4{}, 4, H{})},
+               {"h2 s2 u2 p4", h2(I2{}, I2{}, 4, H{})},
+               {"f32 s1 u4 p4", h2(I1{}, I4{}, 4, F{})}});
+  return 0;
+}
+
+}  // namespace
+}  // namespace hearth::cuda::dev
+
+int main() {
+  try {
+    return hearth::cuda::dev::run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lab failed: %s\n", e.what());
+    return 1;
+  }
+}
