@@ -1,5 +1,6 @@
 // Gated activation: a 2-D grid stride loop; memory bound (two reads, one write).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_fusion.cuh"
 #include "kernels/cuda/gated_activation.cuh"
 
 namespace hearth::cuda {
@@ -13,14 +14,8 @@ __global__ void gated_activation_kernel(const __nv_bfloat16* gate, int64_t ld_ga
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < cols; i += gridDim.x * blockDim.x) {
     float g = __bfloat162float(gate[row * ld_gate + i]);
     float u = __bfloat162float(up[row * ld_up + i]);
-    float a;
-    if constexpr (kAct == GatedActivation::kSilu) {
-      a = g / (1.0f + expf(-g));
-    } else {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      a = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-    }
-    out[row * ld_out + i] = __float2bfloat16(a * u);
+    float v = kAct == GatedActivation::kSilu ? detail::silu_mul(g, u) : detail::gelu_tanh_mul(g, u);
+    out[row * ld_out + i] = __float2bfloat16(v);
   }
 }
 

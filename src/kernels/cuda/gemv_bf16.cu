@@ -1,9 +1,13 @@
 // bf16 GEMV: x staged in shared memory once per block, a grid-stride loop of warps over
-// output rows, each lane keeping four 16-byte weight loads in flight.
+// output rows, each lane keeping four 16-byte weight loads in flight. The GemvArgs form adds
+// the decode step's fusions (RMSNorm prologue; residual-add, gated-activation, bias
+// epilogues), split rows and programmatic dependent launch.
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_fusion.cuh"
 #include "kernels/cuda/gemv_bf16.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace hearth::cuda {
 namespace {
@@ -138,6 +142,261 @@ cudaError_t launch(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w, 
   return cudaGetLastError();
 }
 
+// Rewrites the kRows staged rows of x (bf16 [kRows, k] in shared memory) as
+// bf16(x * rsqrt(mean(x^2) + eps) * (weight + offset)), with rmsnorm_residual's summation
+// order (decode_fusion.cuh): this block's 512 threads play its rmsnorm_threads(k) threads.
+template <int kRows>
+__device__ void normalize_rows(uint4* xs, int k, const __nv_bfloat16* weight, float offset,
+                               float eps, float* scratch) {
+  __nv_bfloat16* xh = reinterpret_cast<__nv_bfloat16*>(xs);
+  const int vthreads = detail::rmsnorm_threads(k);
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll 1
+  for (int r = 0; r < kRows; ++r) {
+    __nv_bfloat16* row = xh + r * k;
+    float part[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int vt = threadIdx.x + j * kWarps * 32;
+      float s = 0.0f;
+      if (vt < vthreads) {
+        for (int i = vt; i < k; i += vthreads) {
+          float v = __bfloat162float(row[i]);
+          s += v * v;
+        }
+      }
+      part[j] = detail::warp_sum(s);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int vw = warp + j * kWarps;
+        if (vw < vthreads / 32) scratch[vw] = part[j];
+      }
+    }
+    __syncthreads();
+    const float total = detail::warp_sum(lane < vthreads / 32 ? scratch[lane] : 0.0f);
+    const float inv_rms = rsqrtf(total / static_cast<float>(k) + eps);
+    __syncthreads();  // scratch and the row are read before they are rewritten
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+      float w = __bfloat162float(weight[i]) + offset;
+      row[i] = __float2bfloat16(__bfloat162float(row[i]) * inv_rms * w);
+    }
+  }
+  __syncthreads();
+}
+
+// bf16(v), then + bias and rounded again (as the GEMV followed by bias_add rounds).
+__device__ __forceinline__ float round_bias(float v, const __nv_bfloat16* bias, int index) {
+  __nv_bfloat16 t = __float2bfloat16(v);
+  if (bias != nullptr) t = __float2bfloat16(__bfloat162float(t) + __bfloat162float(bias[index]));
+  return __bfloat162float(t);
+}
+
+template <typename OutT>
+__device__ __forceinline__ void store_output(const GemvArgs& a, int r, int row, float v0,
+                                             float v1) {
+  OutT* dst = static_cast<OutT*>(a.y) + r * a.ldy + row;
+  if constexpr (sizeof(OutT) == 4) {
+    if (a.bias != nullptr) v0 += __bfloat162float(a.bias[row]);
+    *dst = a.epilogue == GemvEpilogue::kAccumulate ? *dst + v0 : v0;
+  } else {
+    switch (a.epilogue) {
+      case GemvEpilogue::kStore:
+        *dst = __float2bfloat16(round_bias(v0, a.bias, row));
+        break;
+      case GemvEpilogue::kAccumulate:
+        *dst = __float2bfloat16(__bfloat162float(*dst) + v0);
+        break;
+      case GemvEpilogue::kResidualAdd:
+        *dst = __float2bfloat16(__bfloat162float(*dst) + round_bias(v0, a.bias, row));
+        break;
+      case GemvEpilogue::kGatedSilu:
+        *dst = __float2bfloat16(
+            detail::silu_mul(round_bias(v0, a.bias, row), round_bias(v1, a.bias, row + a.n)));
+        break;
+      case GemvEpilogue::kGatedGeluTanh:
+        *dst = __float2bfloat16(
+            detail::gelu_tanh_mul(round_bias(v0, a.bias, row), round_bias(v1, a.bias, row + a.n)));
+        break;
+    }
+  }
+}
+
+// One output column per warp task (split warps per task, each taking every split-th
+// 32-chunk stripe); gated tasks stream two weight rows (j and j + n). The first task's
+// weight loads go out before the wait on the previous kernel: weights never depend on it.
+template <int kRows, bool kGated, typename OutT>
+__global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvArgs a) {
+  extern __shared__ uint4 xs[];  // [kRows, k / 8]
+  constexpr int kPair = kGated ? 2 : 1;
+  constexpr int kU = kUnroll / kPair;  // loads in flight per lane per weight row
+  __shared__ float red[2][kWarps][kPair * kRows];
+  __shared__ float scratch[32];
+  const int chunks = a.k / 8;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int split = a.split;
+  const int tasks_per_block = kWarps / split;
+  const int sub = warp % split;
+  const int stride = 32 * split;
+  const int c0 = sub * 32 + lane;
+  const int n = a.n;
+  const auto* w = reinterpret_cast<const uint4*>(a.w);
+  const int64_t ldw8 = a.ldw / 8;
+
+  const int first = blockIdx.x * tasks_per_block + warp / split;
+  bool prefetched = first < n && c0 + stride * (kU - 1) < chunks;
+  uint4 pre[kPair][kU];
+  if (prefetched) {
+#pragma unroll
+    for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        pre[p][u] = load_streaming(w + (first + p * n) * ldw8 + c0 + stride * u);
+      }
+    }
+  }
+  detail::grid_dependency_wait();
+  for (int i = threadIdx.x; i < kRows * chunks; i += blockDim.x) {
+    int r = i / chunks;
+    int c = i % chunks;
+    xs[i] = *reinterpret_cast<const uint4*>(a.x + r * a.ldx + c * 8);
+  }
+  __syncthreads();
+  if (a.norm_weight != nullptr) {
+    normalize_rows<kRows>(xs, a.k, a.norm_weight, a.norm_offset, a.norm_eps, scratch);
+  }
+  detail::launch_dependents();
+
+  int parity = 0;
+  for (int base = blockIdx.x * tasks_per_block; base < n; base += gridDim.x * tasks_per_block) {
+    const int task = base + warp / split;
+    const bool active = task < n;
+    float acc[kPair][kRows];
+#pragma unroll
+    for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[p][r] = 0.0f;
+    }
+    if (active) {
+      const uint4* wr[kPair];
+#pragma unroll
+      for (int p = 0; p < kPair; ++p) wr[p] = w + (task + p * n) * ldw8;
+      int c = c0;
+      for (; c + stride * (kU - 1) < chunks; c += stride * kU) {
+        uint4 wv[kPair][kU];
+        if (prefetched) {
+#pragma unroll
+          for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+            for (int u = 0; u < kU; ++u) wv[p][u] = pre[p][u];
+          }
+          prefetched = false;
+        } else {
+#pragma unroll
+          for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+            for (int u = 0; u < kU; ++u) wv[p][u] = load_streaming(wr[p] + c + stride * u);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+#pragma unroll
+          for (int p = 0; p < kPair; ++p) {
+            float wf[8];
+            unpack8(wv[p][u], wf);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              float xf[8];
+              unpack8(xs[r * chunks + c + stride * u], xf);
+#pragma unroll
+              for (int j = 0; j < 8; ++j) acc[p][r] += wf[j] * xf[j];
+            }
+          }
+        }
+      }
+      for (; c < chunks; c += stride) {
+#pragma unroll
+        for (int p = 0; p < kPair; ++p) {
+          float wf[8];
+          unpack8(load_streaming(wr[p] + c), wf);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            float xf[8];
+            unpack8(xs[r * chunks + c], xf);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[p][r] += wf[j] * xf[j];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[p][r] = detail::warp_sum(acc[p][r]);
+    }
+    if (split > 1) {  // uniform across the block
+      if (lane == 0) {
+#pragma unroll
+        for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) red[parity][warp][p * kRows + r] = acc[p][r];
+        }
+      }
+      __syncthreads();
+      if (sub == 0 && lane == 0) {
+#pragma unroll
+        for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            for (int q = 1; q < split; ++q) acc[p][r] += red[parity][warp + q][p * kRows + r];
+          }
+        }
+      }
+      parity ^= 1;
+    }
+    if (active && sub == 0 && lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);
+      }
+    }
+  }
+}
+
+template <int kRows, bool kGated, typename OutT>
+cudaError_t launch_fused(const GemvArgs& a, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(a.m) * a.k * sizeof(__nv_bfloat16);
+  const int tasks_per_block = kWarps / a.split;
+  const int blocks =
+      a.grid > 0 ? a.grid
+                 : std::min(detail::ceil_div(a.n, tasks_per_block), std::max(1, a.sm_count) * 2);
+  return detail::launch_kernel(gemv_fused_kernel<kRows, kGated, OutT>, dim3(blocks),
+                               dim3(kWarps * 32), smem, stream, a.pdl, a);
+}
+
+template <bool kGated, typename OutT>
+cudaError_t dispatch_rows(const GemvArgs& a, cudaStream_t stream) {
+  switch (a.m) {
+    case 1:
+      return launch_fused<1, kGated, OutT>(a, stream);
+    case 2:
+      return launch_fused<2, kGated, OutT>(a, stream);
+    case 3:
+      return launch_fused<3, kGated, OutT>(a, stream);
+    case 4:
+      return launch_fused<4, kGated, OutT>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+bool gated(GemvEpilogue e) {
+  return e == GemvEpilogue::kGatedSilu || e == GemvEpilogue::kGatedGeluTanh;
+}
+
 }  // namespace
 
 bool gemv_bf16_supported(int m, int n, int k, const void* x, int64_t ldx, const void* w,
@@ -159,6 +418,35 @@ cudaError_t gemv_bf16(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* 
   }
   return launch(x, ldx, w, ldw, static_cast<__nv_bfloat16*>(y), ldy, accumulate, m, n, k, sm_count,
                 stream);
+}
+
+}  // namespace hearth::cuda
+
+namespace hearth::cuda {
+
+bool gemv_bf16_supported(const GemvArgs& a) {
+  if (!gemv_bf16_supported(a.m, a.n, a.k, a.x, a.ldx, a.w, a.ldw)) return false;
+  if (a.split != 1 && a.split != 2 && a.split != 4) return false;
+  if (a.y == nullptr || a.ldy < a.n || a.ldx < a.k || a.ldw < a.k || a.grid < 0) return false;
+  const bool pair = gated(a.epilogue);
+  if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;
+  if (a.bias != nullptr && a.epilogue == GemvEpilogue::kAccumulate) return false;
+  // Gate and up rows: 2n rows of w, row indices must fit an int.
+  return !pair || a.n <= (1 << 30);
+}
+
+cudaError_t gemv_bf16(const GemvArgs& a, cudaStream_t stream) {
+  if (!gemv_bf16_supported(a)) return cudaErrorInvalidValue;
+  cudaError_t err;
+  if (gated(a.epilogue)) {
+    err = dispatch_rows<true, __nv_bfloat16>(a, stream);
+  } else if (a.y_f32) {
+    err = dispatch_rows<false, float>(a, stream);
+  } else {
+    err = dispatch_rows<false, __nv_bfloat16>(a, stream);
+  }
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
 }
 
 }  // namespace hearth::cuda

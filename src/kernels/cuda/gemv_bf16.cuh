@@ -1,7 +1,9 @@
 // bf16 GEMV for decode (m <= 4 rows): y[m, n] = x[m, k] · w[n, k]^T (+ y), f32 accumulate.
 // cuBLASLt reaches only 40-50% of the copy bandwidth on 4096x4096 at m = 1 (dev/cuda/
 // NOTES.md); this kernel keeps x in shared memory and streams w with 16-byte loads, four in
-// flight per lane. GemmBf16::run routes small-m shapes here.
+// flight per lane. GemmBf16::run routes small-m shapes here. gemv_bf16(GemvArgs) adds the
+// decode step's fusions: an RMSNorm prologue, residual-add / gated-activation / bias
+// epilogues, split rows and programmatic dependent launch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,5 +25,47 @@ bool gemv_bf16_supported(int m, int n, int k, const void* x, int64_t ldx, const 
 cudaError_t gemv_bf16(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w, int64_t ldw,
                       void* y, int64_t ldy, bool y_f32, bool accumulate, int m, int n, int k,
                       int sm_count, cudaStream_t stream);
+
+// What happens to v = x · w[row] (f32) on the way out.
+enum class GemvEpilogue {
+  kStore,        // y = v (rounded to bf16, or f32)
+  kAccumulate,   // y = y + v, one rounding
+  kResidualAdd,  // y = bf16(y + bf16(v)): the residual add, rounded as the unfused
+                 // gemv + rmsnorm_residual pair rounds it (bf16 y only)
+  kGatedSilu,    // y[j] = bf16(silu(bf16(v_j)) * bf16(v_{j+n})): w has 2n rows, gate then
+                 // up, rounded as the unfused gemv + gated_activation pair (bf16 y only)
+  kGatedGeluTanh,
+};
+
+struct GemvArgs {
+  const __nv_bfloat16* x = nullptr;  // [m, k] (ldx); the residual stream when norm_weight
+  int64_t ldx = 0;
+  const __nv_bfloat16* w = nullptr;  // [n, k] (ldw); [2n, k] for the gated epilogues
+  int64_t ldw = 0;
+  const __nv_bfloat16* bias = nullptr;  // [n] ([2n] gated) or null; added to bf16(v) and
+                                        // rounded again, as bias_add after the GEMV does
+  void* y = nullptr;                    // [m, n] (ldy), bf16 or f32
+  int64_t ldy = 0;
+  bool y_f32 = false;
+  GemvEpilogue epilogue = GemvEpilogue::kStore;
+  // RMSNorm prologue: when set, the GEMV multiplies bf16(rmsnorm(x) * (norm_weight +
+  // norm_offset)) with the bits rmsnorm_residual(nullptr, ...) would write.
+  const __nv_bfloat16* norm_weight = nullptr;  // [k]
+  float norm_offset = 0.0f;
+  float norm_eps = 1e-5f;
+  int m = 0;
+  int n = 0;  // output columns
+  int k = 0;
+  int sm_count = 0;
+  int split = 1;     // warps per output row: 1, 2 or 4 (changes the summation order)
+  bool pdl = false;  // programmatic dependent launch (sm_90+ only): weight loads start
+                     // before the previous kernel finishes
+  int grid = 0;      // blocks; 0 picks min(tasks / 16 * split, 2 per SM)
+};
+
+// True when gemv_bf16(args) handles the arguments (the same shape rules as above, plus the
+// epilogue's output type and split in {1, 2, 4}).
+bool gemv_bf16_supported(const GemvArgs& args);
+cudaError_t gemv_bf16(const GemvArgs& args, cudaStream_t stream);
 
 }  // namespace hearth::cuda

@@ -1,6 +1,7 @@
 // RMSNorm + residual add: one block per row; the row is read twice (the second read hits
 // L1/L2), written once to the residual and once to the output.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_fusion.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 
 namespace hearth::cuda {
@@ -48,7 +49,7 @@ cudaError_t rmsnorm_residual(const __nv_bfloat16* delta, int64_t ld_delta, __nv_
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return cudaSuccess;
-  int threads = dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 256;
+  const int threads = detail::rmsnorm_threads(dim);
   rmsnorm_residual_kernel<<<rows, threads, 0, stream>>>(
       delta, ld_delta, residual, ld_residual, weight, weight_offset, eps, out, ld_out, dim);
   return cudaGetLastError();

@@ -1,0 +1,456 @@
+// Lab for issue 5 (8B bf16 batch-1 decode at >= 90% of the bandwidth floor): each decode
+// GEMV shape alone, in graph-replayed chains over rotating weight copies (> 60 MB L2), old
+// kernel vs the GemvArgs variants (split rows, grid sizes, programmatic dependent launch),
+// then a full 8B-shaped decode step (random weights, ctx 128) unfused vs fused (RMSNorm
+// prologue, residual-add and SiLU epilogues), eager and graph, against the floor measured in
+// the same run. Every variant is checked against the old kernels before it is timed.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dev/cuda/fill.cuh"
+#include "dev/cuda/lab.h"
+#include "kernels/cuda/device_context.h"
+#include "kernels/cuda/gated_activation.cuh"
+#include "kernels/cuda/gemv_bf16.cuh"
+#include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rope_kv_write.cuh"
+
+namespace hearth::cuda::dev {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+struct Lab {
+  DeviceContext& ctx;
+  uint64_t seed = 1;
+  int sms() const { return ctx.properties().multiProcessorCount; }
+  cudaStream_t st() const { return ctx.stream(); }
+
+  DeviceBuffer bf16(size_t n, float scale = 0.02f) {
+    auto buf = ctx.allocate(n * sizeof(Bf16) + 16, "lab");
+    check(buf.status(), "allocate");
+    CK(fill_random_bf16(buf->as<Bf16>(), n, seed++, scale, st()));
+    return std::move(buf).value();
+  }
+  DeviceBuffer raw(size_t bytes) {
+    auto buf = ctx.allocate(bytes + 16, "lab");
+    check(buf.status(), "allocate");
+    CK(cudaMemsetAsync(buf->data(), 0, bytes, st()));
+    return std::move(buf).value();
+  }
+  template <typename T>
+  DeviceBuffer upload(const std::vector<T>& v) {
+    DeviceBuffer buf = raw(v.size() * sizeof(T));
+    CK(cudaMemcpy(buf.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return buf;
+  }
+  template <typename T>
+  std::vector<T> download(const DeviceBuffer& b, size_t n) {
+    CK(cudaStreamSynchronize(st()));
+    std::vector<T> v(n);
+    CK(cudaMemcpy(v.data(), b.data(), n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  // Median ms of one replay of a graph captured from fn().
+  double graph_ms(const std::function<void()>& fn, int reps = 20) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st(), cudaStreamCaptureModeThreadLocal));
+    fn();
+    CK(cudaStreamEndCapture(st(), &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    double ms = median_ms(
+        st(), [&](int) { CK(cudaGraphLaunch(exec, st())); }, reps, 3);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    return ms;
+  }
+};
+
+float bf(uint16_t bits) {
+  uint32_t u = uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Max |a - b| / max |b| over bf16 vectors (0 = bit-identical values).
+double rel_diff_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(bf(a[i]))) return INFINITY;
+    num = std::max(num, double(std::fabs(bf(a[i]) - bf(b[i]))));
+    den = std::max(den, double(std::fabs(bf(b[i]))));
+  }
+  return num / (den > 0 ? den : 1);
+}
+double rel_diff_f32(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num = std::max(num, double(std::fabs(a[i] - b[i])));
+    den = std::max(den, double(std::fabs(b[i])));
+  }
+  return num / (den > 0 ? den : 1);
+}
+
+struct Variant {
+  const char* name;
+  bool old_kernel;
+  int split;
+  bool pdl;
+  int grid_mode;  // 0 auto, 1 balanced (every warp the same task count), 2 one block per SM
+};
+
+int grid_for(const Variant& v, int tasks, int sms) {
+  const int per_block = 16 / v.split;
+  if (v.grid_mode == 1) {
+    const int cap = 2 * sms;
+    const int iters = (tasks + per_block * cap - 1) / (per_block * cap);
+    return (tasks + per_block * iters - 1) / (per_block * iters);
+  }
+  if (v.grid_mode == 2) return std::min(sms, (tasks + per_block - 1) / per_block);
+  return 0;
+}
+
+const Variant kVariants[] = {
+    {"old gemv_bf16", true, 1, false, 0},          {"v2 split1", false, 1, false, 0},
+    {"v2 split1 pdl", false, 1, true, 0},          {"v2 split2 pdl", false, 2, true, 0},
+    {"v2 split4 pdl", false, 4, true, 0},          {"v2 split1 pdl balanced", false, 1, true, 1},
+    {"v2 split2 pdl balanced", false, 2, true, 1}, {"v2 split1 pdl 1blk/SM", false, 1, true, 2},
+};
+
+// One decode GEMV shape: a chain of `copies` launches over distinct weight copies, captured
+// as one graph; time per GEMV = replay / copies.
+void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, bool f32,
+                 double copy_bw) {
+  const bool gatedv = epi == GemvEpilogue::kGatedSilu;
+  const int wrows = gatedv ? 2 * n : n;
+  const size_t elems = size_t(wrows) * k;
+  const int copies = std::max<int>(4, static_cast<int>((size_t{768} << 20) / (elems * 2)));
+  std::vector<DeviceBuffer> ws;
+  for (int i = 0; i < copies; ++i) ws.push_back(lab.bf16(elems));
+  DeviceBuffer x = lab.bf16(k, 1.0f);
+  const size_t ybytes = size_t(wrows) * 4;
+  DeviceBuffer y = lab.raw(ybytes), yref = lab.raw(ybytes), act_ref = lab.raw(size_t(n) * 2);
+  auto old_call = [&](int i, void* out) {
+    CK(gemv_bf16(x.as<Bf16>(), k, ws[i].as<Bf16>(), k, out, wrows, f32, false, 1, wrows, k,
+                 lab.sms(), lab.st()));
+    if (gatedv) {
+      CK(gated_activation(GatedActivation::kSilu, static_cast<Bf16*>(out), wrows,
+                          static_cast<Bf16*>(out) + n, wrows, act_ref.as<Bf16>(), n, 1, n,
+                          lab.st()));
+    }
+  };
+  auto new_call = [&](const Variant& v, int i, void* out) {
+    GemvArgs a;
+    a.x = x.as<Bf16>();
+    a.ldx = k;
+    a.w = ws[i].as<Bf16>();
+    a.ldw = k;
+    a.y = out;
+    a.ldy = n;
+    a.y_f32 = f32;
+    a.epilogue = epi;
+    a.m = 1;
+    a.n = n;
+    a.k = k;
+    a.sm_count = lab.sms();
+    a.split = v.split;
+    a.pdl = v.pdl;
+    a.grid = grid_for(v, n, lab.sms());
+    CK(gemv_bf16(a, lab.st()));
+  };
+  // Reference: the old kernel (+ the unfused activation) on copy 0.
+  old_call(0, yref.data());
+  const size_t out_elems = gatedv ? n : wrows;
+  std::vector<uint16_t> ref16;
+  std::vector<float> ref32;
+  if (f32) {
+    ref32 = lab.download<float>(yref, out_elems);
+  } else {
+    ref16 = lab.download<uint16_t>(gatedv ? act_ref : yref, out_elems);
+  }
+  const double bytes = double(elems) * 2;
+  double base_us = 0;
+  for (const Variant& v : kVariants) {
+    double err = 0;
+    if (!v.old_kernel) {
+      CK(cudaMemsetAsync(y.data(), 0xff, ybytes, lab.st()));
+      new_call(v, 0, y.data());
+      err = f32 ? rel_diff_f32(lab.download<float>(y, out_elems), ref32)
+                : rel_diff_bf16(lab.download<uint16_t>(y, out_elems), ref16);
+      // split 1 keeps the old summation order: bit-identical; other splits reorder the f32
+      // sum (one bf16 ulp at most, relative to the largest output).
+      const double tol = v.split == 1 ? 0.0 : 1e-2;
+      if (!(err <= tol)) {
+        std::printf("  %-10s %-26s FAILED validation: rel diff %.3g > %.3g\n", what, v.name, err,
+                    tol);
+        std::fflush(stdout);
+        continue;
+      }
+    }
+    double ms = lab.graph_ms([&] {
+      for (int i = 0; i < copies; ++i) {
+        if (v.old_kernel) {
+          old_call(i, y.data());
+        } else {
+          new_call(v, i, y.data());
+        }
+      }
+    });
+    double us = ms * 1e3 / copies;
+    if (v.old_kernel) base_us = us;
+    double bw = bytes / (us * 1e-6);
+    std::printf(
+        "  %-10s n=%-6d k=%-5d %-26s %7.2f us  %.3f TB/s  %3.0f%% of copy  x%.2f vs old%s\n", what,
+        n, k, v.name, us, bw / 1e12, 100 * bw / copy_bw, base_us / us,
+        err == 0 ? "  (bit-identical)" : "");
+    std::fflush(stdout);
+  }
+}
+
+// ---- the full decode step ----
+
+struct Shape8B {
+  int hidden = 4096, layers = 32, q_heads = 32, kv_heads = 8, hd = 128, inter = 14336;
+  int vocab = 128256;
+  int qkv() const { return (q_heads + 2 * kv_heads) * hd; }
+};
+
+struct StepVariant {
+  const char* name;
+  bool old_kernel;
+  bool fused;
+  bool pdl;
+  int split;
+};
+
+void decode_step(Lab& lab, double copy_bw) {
+  const Shape8B s;
+  cudaStream_t st = lab.st();
+  std::vector<DeviceBuffer> qkv, o, gu, down, norm1, norm2, kc, vc;
+  const int ctx_len = 128, max_ctx = 256;
+  for (int l = 0; l < s.layers; ++l) {
+    qkv.push_back(lab.bf16(size_t(s.qkv()) * s.hidden));
+    o.push_back(lab.bf16(size_t(s.hidden) * s.hidden));
+    gu.push_back(lab.bf16(size_t(2) * s.inter * s.hidden));
+    down.push_back(lab.bf16(size_t(s.hidden) * s.inter));
+    norm1.push_back(lab.bf16(s.hidden, 1.0f));
+    norm2.push_back(lab.bf16(s.hidden, 1.0f));
+    kc.push_back(lab.bf16(size_t(max_ctx) * s.kv_heads * s.hd, 1.0f));
+    vc.push_back(lab.bf16(size_t(max_ctx) * s.kv_heads * s.hd, 1.0f));
+  }
+  DeviceBuffer lm_head = lab.bf16(size_t(s.vocab) * s.hidden);
+  DeviceBuffer final_norm = lab.bf16(s.hidden, 1.0f);
+  DeviceBuffer resid0 = lab.bf16(s.hidden, 1.0f);
+  DeviceBuffer resid = lab.raw(size_t(s.hidden) * 2), xn = lab.raw(size_t(s.hidden) * 2);
+  DeviceBuffer qkv_out = lab.raw(size_t(s.qkv()) * 2), q = lab.raw(size_t(s.hidden) * 2);
+  DeviceBuffer attn = lab.raw(size_t(s.hidden) * 2), delta = lab.raw(size_t(s.hidden) * 2);
+  DeviceBuffer gu_out = lab.raw(size_t(2) * s.inter * 2), act = lab.raw(size_t(s.inter) * 2);
+  DeviceBuffer logits = lab.raw(size_t(s.vocab) * 4);
+  DeviceBuffer dpos = lab.upload(std::vector<int32_t>{ctx_len});
+  DeviceBuffer dslots = lab.upload(std::vector<int64_t>{ctx_len});
+  std::vector<int32_t> table(max_ctx / 16);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  DeviceBuffer dtable = lab.upload(table);
+  DeviceBuffer dqs = lab.upload(std::vector<int32_t>{0, 1});
+  DeviceBuffer dkl = lab.upload(std::vector<int32_t>{ctx_len + 1});
+  std::vector<float> freqs(s.hd / 2);
+  for (int i = 0; i < s.hd / 2; ++i) freqs[i] = 1.0f / std::pow(500000.0f, 2.0f * i / s.hd);
+  DeviceBuffer dfreq = lab.upload(freqs);
+  const int splits = paged_attention_num_splits(1, s.q_heads, ctx_len + 1, lab.sms());
+  DeviceBuffer attn_ws = lab.raw(paged_attention_workspace_bytes(1, s.q_heads, s.hd, splits));
+
+  auto gemv = [&](const StepVariant& v, const DeviceBuffer& w, const Bf16* x, int n, int k, void* y,
+                  bool f32, GemvEpilogue epi, const Bf16* norm) {
+    if (v.old_kernel) {
+      CK(gemv_bf16(x, k, w.as<Bf16>(), k, y, n, f32, false, 1, n, k, lab.sms(), st));
+      return;
+    }
+    GemvArgs a;
+    a.x = x;
+    a.ldx = k;
+    a.w = w.as<Bf16>();
+    a.ldw = k;
+    a.y = y;
+    a.ldy = n;
+    a.y_f32 = f32;
+    a.epilogue = epi;
+    a.norm_weight = norm;
+    a.norm_eps = 1e-5f;
+    a.m = 1;
+    a.n = n;
+    a.k = k;
+    a.sm_count = lab.sms();
+    a.split = v.split;
+    a.pdl = v.pdl;
+    CK(gemv_bf16(a, st));
+  };
+  auto attention = [&](int l) {
+    RopeKvWriteArgs r;
+    r.qkv = qkv_out.as<Bf16>();
+    r.ld_qkv = s.qkv();
+    r.positions = dpos.as<int32_t>();
+    r.slots = dslots.as<int64_t>();
+    r.inv_freq = dfreq.as<float>();
+    r.q_out = q.as<Bf16>();
+    r.ld_q_out = s.hidden;
+    r.k_cache = kc[l].as<Bf16>();
+    r.v_cache = vc[l].as<Bf16>();
+    r.tokens = 1;
+    r.q_heads = s.q_heads;
+    r.kv_heads = s.kv_heads;
+    r.head_dim = s.hd;
+    r.rotary_dim = s.hd;
+    CK(rope_kv_write(r, st));
+    PagedAttentionArgs a;
+    a.q = q.as<Bf16>();
+    a.ld_q = s.hidden;
+    a.k_cache = kc[l].as<Bf16>();
+    a.v_cache = vc[l].as<Bf16>();
+    a.block_tables = dtable.as<int32_t>();
+    a.ld_block_tables = static_cast<int64_t>(table.size());
+    a.query_start = dqs.as<int32_t>();
+    a.kv_lens = dkl.as<int32_t>();
+    a.out = attn.as<Bf16>();
+    a.ld_out = s.hidden;
+    a.seqs = 1;
+    a.tokens = 1;
+    a.q_heads = s.q_heads;
+    a.kv_heads = s.kv_heads;
+    a.head_dim = s.hd;
+    a.block_size = 16;
+    a.scale = 0.0884f;
+    a.num_splits = splits;
+    a.workspace = attn_ws.as<float>();
+    CK(paged_attention(a, st));
+  };
+  auto step = [&](const StepVariant& v) {
+    Bf16* res = resid.as<Bf16>();
+    for (int l = 0; l < s.layers; ++l) {
+      if (!v.fused) {
+        CK(rmsnorm_residual(l == 0 ? nullptr : delta.as<Bf16>(), s.hidden, res, s.hidden,
+                            norm1[l].as<Bf16>(), 0.0f, 1e-5f, xn.as<Bf16>(), s.hidden, 1, s.hidden,
+                            st));
+        gemv(v, qkv[l], xn.as<Bf16>(), s.qkv(), s.hidden, qkv_out.data(), false,
+             GemvEpilogue::kStore, nullptr);
+        attention(l);
+        gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, delta.data(), false,
+             GemvEpilogue::kStore, nullptr);
+        CK(rmsnorm_residual(delta.as<Bf16>(), s.hidden, res, s.hidden, norm2[l].as<Bf16>(), 0.0f,
+                            1e-5f, xn.as<Bf16>(), s.hidden, 1, s.hidden, st));
+        gemv(v, gu[l], xn.as<Bf16>(), 2 * s.inter, s.hidden, gu_out.data(), false,
+             GemvEpilogue::kStore, nullptr);
+        CK(gated_activation(GatedActivation::kSilu, gu_out.as<Bf16>(), 2 * s.inter,
+                            gu_out.as<Bf16>() + s.inter, 2 * s.inter, act.as<Bf16>(), s.inter, 1,
+                            s.inter, st));
+        gemv(v, down[l], act.as<Bf16>(), s.hidden, s.inter, delta.data(), false,
+             GemvEpilogue::kStore, nullptr);
+      } else {
+        gemv(v, qkv[l], res, s.qkv(), s.hidden, qkv_out.data(), false, GemvEpilogue::kStore,
+             norm1[l].as<Bf16>());
+        attention(l);
+        gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, res, false, GemvEpilogue::kResidualAdd,
+             nullptr);
+        gemv(v, gu[l], res, s.inter, s.hidden, act.data(), false, GemvEpilogue::kGatedSilu,
+             norm2[l].as<Bf16>());
+        gemv(v, down[l], act.as<Bf16>(), s.hidden, s.inter, res, false, GemvEpilogue::kResidualAdd,
+             nullptr);
+      }
+    }
+    CK(rmsnorm_residual(v.fused ? nullptr : delta.as<Bf16>(), s.hidden, res, s.hidden,
+                        final_norm.as<Bf16>(), 0.0f, 1e-5f, xn.as<Bf16>(), s.hidden, 1, s.hidden,
+                        st));
+    gemv(v, lm_head, xn.as<Bf16>(), s.vocab, s.hidden, logits.data(), true, GemvEpilogue::kStore,
+         nullptr);
+  };
+  const double weight_bytes =
+      2.0 * (s.layers * (double(s.qkv()) * s.hidden + double(s.hidden) * s.hidden +
+                         2.0 * s.inter * s.hidden + double(s.hidden) * s.inter) +
+             double(s.vocab) * s.hidden);
+  const double floor_ms = weight_bytes / copy_bw * 1e3;
+  std::printf(
+      "decode step 8B bf16 (ctx 128): floor %.3f ms (%.1f tok/s, %.2f GB excl. embedding)\n",
+      floor_ms, 1e3 / floor_ms, weight_bytes / 1e9);
+  const StepVariant variants[] = {
+      {"old gemv_bf16, unfused (today's step)", true, false, false, 1},
+      {"v2 split1, unfused", false, false, false, 1},
+      {"v2 split1 + pdl, unfused", false, false, true, 1},
+      {"fused (norm prologue, residual/SiLU epilogues)", false, true, false, 1},
+      {"fused + pdl", false, true, true, 1},
+      {"fused + pdl, split2", false, true, true, 2},
+  };
+  std::vector<float> ref_logits;
+  std::vector<uint16_t> ref_resid;
+  for (const StepVariant& v : variants) {
+    CK(cudaMemcpyAsync(resid.data(), resid0.data(), size_t(s.hidden) * 2, cudaMemcpyDeviceToDevice,
+                       st));
+    step(v);
+    auto lg = lab.download<float>(logits, s.vocab);
+    auto rs = lab.download<uint16_t>(resid, s.hidden);
+    const char* check_note = "reference";
+    if (ref_logits.empty()) {
+      ref_logits = lg;
+      ref_resid = rs;
+    } else {
+      double el = rel_diff_f32(lg, ref_logits);
+      double er = rel_diff_bf16(rs, ref_resid);
+      bool same = el == 0 && er == 0;
+      const double tol = v.split == 1 ? 0.0 : 5e-2;
+      if (!(el <= tol && er <= tol)) {
+        std::printf("  %-48s FAILED validation: logits rel diff %.3g, residual %.3g\n", v.name, el,
+                    er);
+        std::fflush(stdout);
+        continue;
+      }
+      check_note = same ? "bit-identical" : "within tolerance";
+    }
+    double eager = median_ms(
+        st, [&](int) { step(v); }, 10, 2);
+    double graphed = lab.graph_ms([&] { step(v); }, 30);
+    std::printf(
+        "  %-48s eager %.3f ms (%.1f tok/s), graph %.3f ms (%.1f tok/s) = %.1f%% of floor  [%s]\n",
+        v.name, eager, 1e3 / eager, graphed, 1e3 / graphed, 100 * floor_ms / graphed, check_note);
+    std::fflush(stdout);
+  }
+}
+
+int run() {
+  auto ctx = DeviceContext::create({});
+  check(ctx.status(), "device");
+  Lab lab{**ctx};
+  std::printf("device: %s, %d SMs\n", (*ctx)->properties().name, lab.sms());
+  const double copy_bw = measure_copy_bandwidth(lab.st());
+  std::printf("GEMV shapes, m = 1, graph-replayed chains over rotating weight copies:\n");
+  std::fflush(stdout);
+  shape_chain(lab, "o", 4096, 4096, GemvEpilogue::kStore, false, copy_bw);
+  shape_chain(lab, "qkv", 6144, 4096, GemvEpilogue::kStore, false, copy_bw);
+  shape_chain(lab, "gate_up", 28672, 4096, GemvEpilogue::kStore, false, copy_bw);
+  shape_chain(lab, "gate+SiLU", 14336, 4096, GemvEpilogue::kGatedSilu, false, copy_bw);
+  shape_chain(lab, "down", 4096, 14336, GemvEpilogue::kStore, false, copy_bw);
+  shape_chain(lab, "lm_head", 128256, 4096, GemvEpilogue::kStore, true, copy_bw);
+  decode_step(lab, copy_bw);
+  return 0;
+}
+
+}  // namespace
+}  // namespace hearth::cuda::dev
+
+int main() {
+  try {
+    return hearth::cuda::dev::run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lab failed: %s\n", e.what());
+    return 1;
+  }
+}
