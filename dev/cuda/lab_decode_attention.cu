@@ -85,14 +85,30 @@ __device__ __forceinline__ VecT<kDl> load_vec(const Bf16* p) {
   return __ldg(reinterpret_cast<const VecT<kDl>*>(p));
 }
 
+// Read-once K/V rows: bypass L1 (each byte is used by exactly one block).
+template <int kDl>
+__device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
+  VecT<kDl> r;
+  if constexpr (kDl == 8) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+  } else {
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  }
+  return r;
+}
+
 // Block (token t, KV head x group chunk, split). Warp w walks keys in steps of 16: lane
 // (g = lane/4, tq = lane%4) loads keys g and g+8 of the step, kDl dims at a time at dims
 // kDl*(tq + 4c), c < kChunks (16 B loads, 4 lanes cover 64 contiguous bytes). Those
 // registers are the A fragments of S^T[16 keys x 8 heads] = K · Q^T (the dims are
 // permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
 // fragments of O^T[16 dims x 8 heads] += V^T · P^T.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kWarps * 32)
+// kPrefetch: the block-table entries of a warp's next step are loaded one step ahead and
+// K/V go through L1::no_allocate loads.
+template <int kHeadDim, bool kPrefetch>
+__global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <= 192 ? 3 : 2))
     gqa_decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
   constexpr int kDl = kHeadDim >= 32 ? 8 : 4;    // bf16 per load
   constexpr int kChunks = kHeadDim / (4 * kDl);  // loads per key row per lane
@@ -164,30 +180,45 @@ __global__ void __launch_bounds__(kWarps * 32)
   const Bf16* k_base = a.k_cache + kv_head * kHeadDim + kDl * tq;
   const Bf16* v_base = a.v_cache + kv_head * kHeadDim + kDl * tq;
 
-  for (int tile = s_lo + warp * kKeysPerWarp; tile < s_hi; tile += kWarps * kKeysPerWarp) {
+  constexpr int kStride = kWarps * kKeysPerWarp;
+  auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
+  int e0 = 0;
+  int e1 = 0;
+  if (kPrefetch) {
+    e0 = entry(s_lo + warp * kKeysPerWarp + g);
+    e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
+  }
+  for (int tile = s_lo + warp * kKeysPerWarp; tile < s_hi; tile += kStride) {
     const int j0 = tile + g;
     const int j1 = j0 + 8;
     const bool ok0 = j0 < s_hi;
     const bool ok1 = j1 < s_hi;
-    int64_t off0 = 0;
-    int64_t off1 = 0;
-    if (ok0) {
-      int b = j0 / a.block_size;
-      off0 =
-          (static_cast<int64_t>(table[b]) * a.block_size + (j0 - b * a.block_size)) * slot_stride;
+    if (!kPrefetch) {
+      e0 = entry(j0);
+      e1 = entry(j1);
     }
-    if (ok1) {
-      int b = j1 / a.block_size;
-      off1 =
-          (static_cast<int64_t>(table[b]) * a.block_size + (j1 - b * a.block_size)) * slot_stride;
-    }
+    const int64_t off0 =
+        ok0 ? (static_cast<int64_t>(e0) * a.block_size + j0 % a.block_size) * slot_stride : 0;
+    const int64_t off1 =
+        ok1 ? (static_cast<int64_t>(e1) * a.block_size + j1 % a.block_size) * slot_stride : 0;
     Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      k0[c] = load_vec<kDl>(k_base + off0 + 4 * kDl * c);
-      k1[c] = load_vec<kDl>(k_base + off1 + 4 * kDl * c);
-      v0[c] = load_vec<kDl>(v_base + off0 + 4 * kDl * c);
-      v1[c] = load_vec<kDl>(v_base + off1 + 4 * kDl * c);
+      if (kPrefetch) {
+        k0[c] = load_stream<kDl>(k_base + off0 + 4 * kDl * c);
+        k1[c] = load_stream<kDl>(k_base + off1 + 4 * kDl * c);
+        v0[c] = load_stream<kDl>(v_base + off0 + 4 * kDl * c);
+        v1[c] = load_stream<kDl>(v_base + off1 + 4 * kDl * c);
+      } else {
+        k0[c] = load_vec<kDl>(k_base + off0 + 4 * kDl * c);
+        k1[c] = load_vec<kDl>(k_base + off1 + 4 * kDl * c);
+        v0[c] = load_vec<kDl>(v_base + off0 + 4 * kDl * c);
+        v1[c] = load_vec<kDl>(v_base + off1 + 4 * kDl * c);
+      }
+    }
+    if (kPrefetch) {
+      e0 = entry(j0 + kStride);
+      e1 = entry(j1 + kStride);
     }
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S[key j0][2tq, 2tq+1], S[key j1][2tq, 2tq+1]
 #pragma unroll
@@ -356,7 +387,7 @@ int gqa_num_splits(int tokens, int q_heads, int kv_heads, int max_kv_len, int sm
   return std::max(1, std::min(std::min(splits, by_length), 128));
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kPrefetch>
 cudaError_t gqa_launch(const PagedAttentionArgs& a, cudaStream_t stream) {
   float* partial_o = a.workspace;
   float* partial_ml = a.workspace == nullptr ? nullptr
@@ -364,31 +395,33 @@ cudaError_t gqa_launch(const PagedAttentionArgs& a, cudaStream_t stream) {
                                                                  a.tokens * a.q_heads * a.head_dim;
   int group = a.q_heads / a.kv_heads;
   dim3 grid(a.tokens, a.kv_heads * ((group + kGroupHeads - 1) / kGroupHeads), a.num_splits);
-  gqa_decode_kernel<kHeadDim><<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
+  gqa_decode_kernel<kHeadDim, kPrefetch>
+      <<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
   if (a.num_splits > 1) {
     combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, partial_o, partial_ml, 0);
   }
   return cudaGetLastError();
 }
 
+template <bool kPrefetch>
 cudaError_t gqa_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   switch (a.head_dim) {
     case 16:
-      return gqa_launch<16>(a, stream);
+      return gqa_launch<16, kPrefetch>(a, stream);
     case 32:
-      return gqa_launch<32>(a, stream);
+      return gqa_launch<32, kPrefetch>(a, stream);
     case 64:
-      return gqa_launch<64>(a, stream);
+      return gqa_launch<64, kPrefetch>(a, stream);
     case 96:
-      return gqa_launch<96>(a, stream);
+      return gqa_launch<96, kPrefetch>(a, stream);
     case 128:
-      return gqa_launch<128>(a, stream);
+      return gqa_launch<128, kPrefetch>(a, stream);
     case 160:
-      return gqa_launch<160>(a, stream);
+      return gqa_launch<160, kPrefetch>(a, stream);
     case 192:
-      return gqa_launch<192>(a, stream);
+      return gqa_launch<192, kPrefetch>(a, stream);
     case 256:
-      return gqa_launch<256>(a, stream);
+      return gqa_launch<256, kPrefetch>(a, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -675,7 +708,10 @@ cudaError_t baseline_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   return paged_attention(a, stream);
 }
 cudaError_t variant_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
-  return gqa_attention(a, stream);
+  return gqa_attention<false>(a, stream);
+}
+cudaError_t variant2_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
+  return gqa_attention<true>(a, stream);
 }
 
 std::vector<int> random_lens(int n, int lo, int hi, uint32_t seed) {
@@ -740,11 +776,13 @@ void run() {
     Setup s = make_setup(c, pool, 1, stream);
     Check b = validate(s, pool, c.splits, baseline_fn, stream);
     Check v = validate(s, pool, c.splits, variant_fn, stream);
-    all_ok = all_ok && v.ok;
+    Check v2 = validate(s, pool, c.splits, variant2_fn, stream);
+    all_ok = all_ok && v.ok && v2.ok;
     std::printf(
-        "check %-22s baseline %s (rel %.2e, worst %.2f)  gqa-mma %s (rel %.2e, worst %.2f)\n",
+        "check %-22s baseline %s (rel %.2e, worst %.2f)  gqa-mma %s (rel %.2e, worst %.2f)  "
+        "gqa-mma-pf %s (rel %.2e, worst %.2f)\n",
         c.name.c_str(), b.ok ? "ok" : "FAIL", b.rel_l2, b.worst, v.ok ? "ok" : "FAIL", v.rel_l2,
-        v.worst);
+        v.worst, v2.ok ? "ok" : "FAIL", v2.rel_l2, v2.worst);
     std::fflush(stdout);
     free_setup(s);
   }
@@ -808,15 +846,21 @@ void run() {
     for (int x : {1, 2, 4, 16, 32, 64, 128}) {
       if (x != h && x * 64 <= s.max_kv && (x <= 4 || s.tokens <= 16)) tries.push_back(x);
     }
+    using Fn = cudaError_t (*)(const PagedAttentionArgs&, cudaStream_t);
+    const std::pair<const char*, Fn> variants[] = {{"gqa-mma", variant_fn},
+                                                   {"gqa-mma-pf", variant2_fn}};
     for (int splits : tries) {
-      Check chk = validate(s, pool, splits, variant_fn, stream);
-      all_ok = all_ok && chk.ok;
-      double ms = median_ms(
-          stream,
-          [&](int i) { CK(gqa_attention(make_args(s, pool, i % rotations, splits), stream)); }, 30);
-      std::string what = std::string(chk.ok ? "gqa-mma" : "gqa-mma (INVALID)") +
-                         (splits == h ? " [heuristic]" : "");
-      report(what.c_str(), splits, ms);
+      for (const auto& variant : variants) {
+        const char* name = variant.first;
+        Fn fn = variant.second;
+        Check chk = validate(s, pool, splits, fn, stream);
+        all_ok = all_ok && chk.ok;
+        double ms = median_ms(
+            stream, [&](int i) { CK(fn(make_args(s, pool, i % rotations, splits), stream)); }, 30);
+        std::string what =
+            std::string(name) + (chk.ok ? "" : " (INVALID)") + (splits == h ? " [heuristic]" : "");
+        report(what.c_str(), splits, ms);
+      }
     }
     free_setup(s);
   }
