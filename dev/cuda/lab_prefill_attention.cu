@@ -366,6 +366,279 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
   }
 }
 
+// v3: 32 query rows per warp (two m16 tiles share every K/V fragment), Q in shared memory
+// read by ldmatrix, kTileKeys keys per tile; 4 warps = 128 rows per block.
+template <int kHeadDim, int kTileKeys>
+__global__ void __launch_bounds__(128, 2)
+    attention_v3_kernel(PagedAttentionArgs a, Geometry geo, float* part_o, float* part_ml) {
+  constexpr int kThreads = 128;
+  constexpr int kRowsPerBlock = 128;
+  constexpr int kStride = kHeadDim + 8;
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kKeyTiles = kTileKeys / 8;
+  constexpr int kTileElems = kTileKeys * kStride;
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  constexpr int kLoadPasses = (kTileKeys + kKeysPerPass - 1) / kKeysPerPass;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Bf16* q_s = reinterpret_cast<Bf16*>(smem_raw);  // [128][kStride]
+  Bf16* kv_s = q_s + kRowsPerBlock * kStride;     // [stage][K, V][kTileKeys][kStride]
+
+  int seq = 0;
+  int tile = 0;
+  if (!find_tile(a, geo.tok_per_tile, blockIdx.x, &seq, &tile)) return;
+  const TileRange tr0 = tile_range(a, seq, tile, geo.tok_per_tile);
+  // Key tiles of kTileKeys (tile_range counts kTileK = 64).
+  const int kt_begin = tr0.kt_begin;
+  const int n_kt = (tr0.key_hi - kt_begin + kTileKeys - 1) / kTileKeys;
+  const int group = a.q_heads / a.kv_heads;
+  const int kv_head = blockIdx.y / geo.groups;
+  const int head0 = kv_head * group + (blockIdx.y % geo.groups) * geo.pack;
+  const int split = blockIdx.z;
+  int per = tr0.n_kt;
+  int used = 1;
+  if (geo.max_splits > 1) used = tile_splits(tr0.n_kt, geo.max_splits, &per);
+  if (split >= used) return;
+  // Splits cut at 64-key boundaries (the combine pass recomputes them in those units).
+  const int kt_first = kt_begin + split * per * kTileK;
+  const int kt_end = min(kt_begin + (split + 1) * per * kTileK, kt_begin + n_kt * kTileKeys);
+  const int kt_count = (kt_end - kt_first + kTileKeys - 1) / kTileKeys;
+  const int32_t* table = a.block_tables + seq * a.ld_block_tables;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  // Q tile into shared memory (zero rows past the tile's queries).
+  {
+    const bool vec = a.ld_q % 8 == 0 && (reinterpret_cast<uintptr_t>(a.q) & 15) == 0;
+    for (int i = threadIdx.x; i < kRowsPerBlock * kChunks; i += kThreads) {
+      int m = i / kChunks;
+      int c = i % kChunks;
+      int tok = m / geo.pack;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (tok < tr0.q_count) {
+        const Bf16* src = a.q + static_cast<int64_t>(tr0.first_token + tok) * a.ld_q +
+                          (head0 + m % geo.pack) * kHeadDim + c * 8;
+        if (vec) {
+          v = *reinterpret_cast<const uint4*>(src);
+        } else {
+          const uint32_t* s32 = reinterpret_cast<const uint32_t*>(src);
+          v = make_uint4(s32[0], s32[1], s32[2], s32[3]);
+        }
+      }
+      *reinterpret_cast<uint4*>(q_s + m * kStride + c * 8) = v;
+    }
+  }
+
+  const int c = threadIdx.x % kChunks;
+  const int key0 = threadIdx.x / kChunks;
+  const uint32_t kv_base = smem_u32(kv_s);
+  auto load_tile = [&](int stage, int kt) {
+#pragma unroll
+    for (int i = 0; i < kLoadPasses; ++i) {
+      int key = key0 + i * kKeysPerPass;
+      if (kKeysPerPass * kLoadPasses > kTileKeys && key >= kTileKeys) break;
+      int j = kt + key;
+      bool valid = j < tr0.key_hi;
+      int64_t off = 0;
+      if (valid) {
+        int64_t slot =
+            static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        off = (slot * a.kv_heads + kv_head) * kHeadDim + c * 8;
+      }
+      uint32_t dst = kv_base + (stage * 2 * kTileElems + key * kStride + c * 8) * 2;
+      cp_async16(dst, a.k_cache + off, valid);
+      cp_async16(dst + kTileElems * 2, a.v_cache + off, valid);
+    }
+  };
+
+  int row_tok[2][2];
+  int qpos[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int m = warp * 32 + mt * 16 + g + 8 * r;
+      row_tok[mt][r] = m / geo.pack;
+      qpos[mt][r] = tr0.pos0 + row_tok[mt][r];
+    }
+  }
+
+  float o[2][kDimTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int d = 0; d < kDimTiles; ++d)
+      o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.0f;
+  }
+  float m_raw[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+  float l[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  const float scale2 = a.scale * kLog2e;
+  const bool softcap = a.softcap > 0.0f;
+  const float cap_in = softcap ? a.scale / a.softcap : 0.0f;
+  const float cap_out = softcap ? a.softcap / a.scale : 0.0f;
+  const int q_last = tr0.pos0 + tr0.q_count - 1;
+
+  const uint32_t q_lane =
+      smem_u32(q_s) +
+      ((warp * 32 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t k_lane = ((((lane >> 4) * 8) + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8) * 2;
+  const uint32_t v_lane = (((((lane >> 3) & 1) * 8) + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+
+  load_tile(0, kt_first);
+  cp_async_commit();
+  for (int it = 0; it < kt_count; ++it) {
+    const int kt = kt_first + it * kTileKeys;
+    if (it + 1 < kt_count) {
+      load_tile((it + 1) & 1, kt + kTileKeys);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const uint32_t k_tile = kv_base + (it & 1) * 2 * kTileElems * 2;
+    const uint32_t v_tile = k_tile + kTileElems * 2;
+
+    float s[2][kKeyTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t qa[2][4];
+      ldsm_x4(qa[0], q_lane + ks * 32);
+      ldsm_x4(qa[1], q_lane + (16 * kStride + ks * 16) * 2);
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, k_tile + k_lane + (np * 16 * kStride + ks * 16) * 2);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(s[mt][2 * np], qa[mt], b[0], b[1]);
+          mma_bf16(s[mt][2 * np + 1], qa[mt], b[2], b[3]);
+        }
+      }
+    }
+    const bool full =
+        kt + kTileKeys - 1 <= tr0.pos0 && (a.sliding_window <= 0 || kt > q_last - a.sliding_window);
+    uint32_t pf[2][kTileKeys / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      if (softcap) {
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap_out * tanhf(s[mt][nt][e] * cap_in);
+        }
+      }
+      if (!full) {
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int r = e >> 1;
+            int j = kt + nt * 8 + 2 * t + (e & 1);
+            bool visible =
+                j <= qpos[mt][r] && (a.sliding_window <= 0 || j > qpos[mt][r] - a.sliding_window);
+            if (!visible) s[mt][nt][e] = -INFINITY;
+          }
+        }
+      }
+      float mx[2] = {m_raw[mt][0], m_raw[mt][1]};
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[mt][nt][0], s[mt][nt][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[mt][nt][2], s[mt][nt][3]));
+      }
+      float ms[2];
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+        ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
+        corr[r] = fast_exp2(fmaf(m_raw[mt][r], scale2, -ms[r]));
+        m_raw[mt][r] = mx[r];
+        l[mt][r] *= corr[r];
+      }
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt) {
+        float p0 = fast_exp2(fmaf(s[mt][nt][0], scale2, -ms[0]));
+        float p1 = fast_exp2(fmaf(s[mt][nt][1], scale2, -ms[0]));
+        float p2 = fast_exp2(fmaf(s[mt][nt][2], scale2, -ms[1]));
+        float p3 = fast_exp2(fmaf(s[mt][nt][3], scale2, -ms[1]));
+        l[mt][0] += p0 + p1;
+        l[mt][1] += p2 + p3;
+        pf[mt][nt / 2][(nt & 1) * 2 + 0] = pack_bf16(p0, p1);
+        pf[mt][nt / 2][(nt & 1) * 2 + 1] = pack_bf16(p2, p3);
+      }
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        o[mt][d][0] *= corr[0];
+        o[mt][d][1] *= corr[0];
+        o[mt][d][2] *= corr[1];
+        o[mt][d][3] *= corr[1];
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_t(b, v_tile + v_lane + (kk * 16 * kStride + dp * 16) * 2);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(o[mt][2 * dp], pf[mt][kk], b[0], b[1]);
+          mma_bf16(o[mt][2 * dp + 1], pf[mt][kk], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float lr = l[mt][r];
+      lr += __shfl_xor_sync(kFullMask, lr, 1);
+      lr += __shfl_xor_sync(kFullMask, lr, 2);
+      if (row_tok[mt][r] >= tr0.q_count) continue;
+      const int m = warp * 32 + mt * 16 + g + 8 * r;
+      const int head = head0 + m % geo.pack;
+      const int token = tr0.first_token + row_tok[mt][r];
+      const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+      if (used == 1) {
+        Bf16* dst = a.out + static_cast<int64_t>(token) * a.ld_out + head * kHeadDim + 2 * t;
+#pragma unroll
+        for (int d = 0; d < kDimTiles; ++d) {
+          *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
+              __floats2bfloat162_rn(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
+        }
+      } else {
+        const int64_t idx = (static_cast<int64_t>(split) * a.tokens + token) * a.q_heads + head;
+        float* dst = part_o + idx * kHeadDim + 2 * t;
+#pragma unroll
+        for (int d = 0; d < kDimTiles; ++d) {
+          *reinterpret_cast<float2*>(dst + d * 8) =
+              make_float2(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
+        }
+        if (t == 0) {
+          part_ml[2 * idx] = lr > 0.0f ? m_raw[mt][r] * scale2 : -INFINITY;
+          part_ml[2 * idx + 1] = lr;
+        }
+      }
+    }
+  }
+}
+
 // Merges the key-range splits of one (token, head) row: weights l_s 2^(m_s - max m).
 __global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* part_o,
                                const float* part_ml) {
@@ -408,9 +681,12 @@ __global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* 
   }
 }
 
-template <int kHeadDim, int kWarps>
+// kKind: 4 or 8 = v2 with that many warps; 32 or 64 = v3 with that many keys per tile.
+template <int kHeadDim, int kKind>
 cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_t stream) {
-  constexpr int kRows = 16 * kWarps;
+  constexpr bool kV3 = kKind >= 32;
+  constexpr int kRows = kV3 ? 128 : 16 * kKind;
+  constexpr int kBlocksPerSm = kV3 ? 2 : 8 / kKind;
   const int group = a.q_heads / a.kv_heads;
   Geometry geo;
   geo.pack = 1;
@@ -423,7 +699,7 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_
   if (err != cudaSuccess) return err;
   const int64_t heads = static_cast<int64_t>(a.kv_heads) * geo.groups;
   const int64_t ctas = std::max<int64_t>(1, a.tokens / geo.tok_per_tile) * heads;
-  const int64_t want = static_cast<int64_t>(sms) * (8 / kWarps);
+  const int64_t want = static_cast<int64_t>(sms) * kBlocksPerSm;
   const size_t per_split = static_cast<size_t>(a.tokens) * a.q_heads * (kHeadDim + 2) * 4;
   if (ctas < want && a.workspace != nullptr && per_split > 0) {
     int64_t cap = static_cast<int64_t>(ws_bytes / per_split);
@@ -435,30 +711,39 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_
   float* part_ml = a.workspace == nullptr ? nullptr
                                           : a.workspace + static_cast<int64_t>(geo.max_splits) *
                                                               a.tokens * a.q_heads * kHeadDim;
-  const size_t smem = 2 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
-  auto kernel = attention_v2_kernel<kHeadDim, kWarps>;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem));
-  if (err != cudaSuccess) return err;
   dim3 grid(a.tokens / geo.tok_per_tile + a.seqs, heads, geo.max_splits);
-  kernel<<<grid, kWarps * 32, smem, stream>>>(a, geo, part_o, part_ml);
+  if constexpr (kV3) {
+    const size_t smem = (128 + 2 * 2 * kKind) * (kHeadDim + 8) * sizeof(Bf16);
+    auto kernel = attention_v3_kernel<kHeadDim, kKind>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    kernel<<<grid, 128, smem, stream>>>(a, geo, part_o, part_ml);
+  } else {
+    const size_t smem = 2 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
+    auto kernel = attention_v2_kernel<kHeadDim, kKind>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    kernel<<<grid, kKind * 32, smem, stream>>>(a, geo, part_o, part_ml);
+  }
   if (geo.max_splits > 1) {
     combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, geo, part_o, part_ml);
   }
   return cudaGetLastError();
 }
 
-template <int kWarps>
+template <int kKind>
 cudaError_t launch(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_t stream) {
   switch (a.head_dim) {
     case 16:
-      return launch_dim<16, kWarps>(a, ws_bytes, stream);
+      return launch_dim<16, kKind>(a, ws_bytes, stream);
     case 32:
-      return launch_dim<32, kWarps>(a, ws_bytes, stream);
+      return launch_dim<32, kKind>(a, ws_bytes, stream);
     case 64:
-      return launch_dim<64, kWarps>(a, ws_bytes, stream);
+      return launch_dim<64, kKind>(a, ws_bytes, stream);
     case 128:
-      return launch_dim<128, kWarps>(a, ws_bytes, stream);
+      return launch_dim<128, kKind>(a, ws_bytes, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -532,7 +817,7 @@ struct Case {
 
 struct Variant {
   std::string name;
-  int kind;  // 0: src kernel, 1: v2 4 warps, 2: v2 8 warps
+  int kind;  // 0: src kernel, 1/2: v2 with 4/8 warps, 3/4: v3 with 32/64-key tiles
 };
 
 class Lab {
@@ -659,8 +944,12 @@ class Lab {
           CK(detail::paged_attention_tiled(a, st));
         } else if (var.kind == 1) {
           CK(v2::launch<4>(a, ws_bytes, st));
-        } else {
+        } else if (var.kind == 2) {
           CK(v2::launch<8>(a, ws_bytes, st));
+        } else if (var.kind == 3) {
+          CK(v2::launch<32>(a, ws_bytes, st));
+        } else {
+          CK(v2::launch<64>(a, ws_bytes, st));
         }
       };
       CK(cudaMemsetAsync(out.data(), 0xff, size_t(tokens) * ld_out * 2, st));  // NaN poison
@@ -736,7 +1025,11 @@ int run_lab() {
   const double rate = gemm_rate(ctx);
   measure_copy_bandwidth(ctx.stream());
   std::fflush(stdout);
-  std::vector<Variant> variants = {{"src-64x64", 0}, {"v2-4warps", 1}, {"v2-8warps", 2}};
+  std::vector<Variant> variants = {{"src-64x64", 0},
+                                   {"v2-4w-16rows", 1},
+                                   {"v2-8w-16rows", 2},
+                                   {"v3-32rows-k32", 3},
+                                   {"v3-32rows-k64", 4}};
   std::vector<Case> cases;
   // Correctness only: varlen batches, GQA ratios, window, soft-capping, head sizes.
   cases.push_back(
