@@ -891,7 +891,8 @@ class Lab {
     DeviceBuffer kl = upload(kv_lens);
     DeviceBuffer out = raw(size_t(tokens) * ld_out * 2);
     DeviceBuffer ref = raw(size_t(tokens) * row * 4);
-    const size_t ws_bytes = size_t(64) * tokens * c.q_heads * (c.head_dim + 2) * 4;
+    const size_t ws_bytes =
+        std::min<size_t>(size_t(64) * tokens * c.q_heads * (c.head_dim + 2) * 4, size_t{512} << 20);
     DeviceBuffer ws = raw(ws_bytes);
 
     PagedAttentionArgs a;
