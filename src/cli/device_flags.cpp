@@ -24,6 +24,16 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
                   "scratch: device memory on CUDA, RAM for the KV pool on CPU; 0 = no cap")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  add_cpu_int8_dot_flag(cmd, args.cpu_int8_dot);
+}
+
+void add_cpu_int8_dot_flag(CLI::App* cmd, std::string& value) {
+  cmd->add_option("--cpu-int8-dot", value,
+                  "CPU, 4/8-bit models: round activations to int8 per weight group and multiply "
+                  "with integer dot products (AVX512-VNNI; ignored without it). Faster; outputs "
+                  "differ slightly from f32 compute")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
@@ -47,6 +57,10 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
                                   args.compiled_decode);
   }
   options.compiled_decode = args.compiled_decode == "on";
+  if (args.cpu_int8_dot != "on" && args.cpu_int8_dot != "off") {
+    return invalid_argument_error("--cpu-int8-dot must be on or off, got '{}'", args.cpu_int8_dot);
+  }
+  options.cpu_int8_dot = args.cpu_int8_dot == "on";
   if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
     return invalid_argument_error("--memory-budget must be a finite number >= 0");
   }

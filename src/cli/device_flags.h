@@ -12,14 +12,22 @@
 
 namespace hearth::cli {
 
+// --cpu-int8-dot's default (on | off): int8 activations x quantized weights on CPU.
+inline constexpr const char* kCpuInt8DotDefault = "off";
+
 struct DeviceArgs {
-  std::string device = "auto";         // auto | cuda | cpu
-  std::string compiled_decode = "on";  // on | off
-  double memory_budget_gb = 0;         // decimal GB; 0 = no cap
+  std::string device = "auto";                    // auto | cuda | cpu
+  std::string compiled_decode = "on";             // on | off
+  double memory_budget_gb = 0;                    // decimal GB; 0 = no cap
+  std::string cpu_int8_dot = kCpuInt8DotDefault;  // on | off
 };
 
-// Adds --device, --compiled-decode and --memory-budget to `cmd`, bound to `args`.
+// Adds --device, --compiled-decode, --memory-budget and --cpu-int8-dot to `cmd`, bound to
+// `args`.
 void add_device_flags(CLI::App* cmd, DeviceArgs& args);
+
+// Adds --cpu-int8-dot on|off to `cmd` (verbs that run on CPU only use it alone).
+void add_cpu_int8_dot_flag(CLI::App* cmd, std::string& value);
 
 // LoadOptions for the chosen device. "auto" is cuda when this build has the CUDA backend
 // and a device is visible, else cpu. --device cuda without one is an error here, before

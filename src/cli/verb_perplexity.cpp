@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/mapped_file.h"
+#include "cli/device_flags.h"
 #include "cli/verb.h"
 #include "hub/hub_config.h"
 #include "hub/resolve.h"
@@ -33,6 +34,7 @@ struct PerplexityArgs {
   int batch_size = 8;
   uint64_t seed = 123;
   int threads = 0;
+  std::string cpu_int8_dot = kCpuInt8DotDefault;  // on | off
   bool json = false;
 };
 
@@ -206,7 +208,9 @@ int run_perplexity(const PerplexityArgs& args) {
   if (!dir.ok()) return fail(dir.status());
   auto tokenizer = text::Tokenizer::load(*dir);
   if (!tokenizer.ok()) return fail(tokenizer.status());
-  auto model = load_model(*dir, LoadOptions{args.threads, KernelKind::kCpu});
+  LoadOptions load_options{args.threads, KernelKind::kCpu};
+  load_options.cpu_int8_dot = args.cpu_int8_dot == "on";
+  auto model = load_model(*dir, load_options);
   if (!model.ok()) return fail(model.status());
   const ModelConfig& config = (*model)->config();
   if (args.sequence_length - 1 > config.max_position_embeddings) {
@@ -304,6 +308,7 @@ Verb add_perplexity_verb(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: every available core)")
       ->capture_default_str();
+  add_cpu_int8_dot_flag(cmd, args->cpu_int8_dot);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   return Verb{cmd, [args] { return run_perplexity(*args); }};
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/ref/ops.h"
@@ -25,7 +26,9 @@ LlamaModel::LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weigh
       weights_(std::move(weights)),
       kernels_(options.kernels),
       ctx_(std::make_unique<cpu::CpuContext>(options.threads)),
-      rope_(rope_tables(config_)) {}
+      rope_(rope_tables(config_)) {
+  ctx_->int8_dot = options.cpu_int8_dot;
+}
 
 std::size_t LlamaModel::kv_bytes_per_block(int block_size) const {
   return 2ull * config_.num_layers * block_size * config_.kv_dim() * sizeof(float);
@@ -73,10 +76,15 @@ std::string LlamaModel::describe() const {
                           weights_.layers[0].q.w.group_size,
                           dtype_name(weights_.layers[0].q.w.scale_dtype));
   }
+  const bool int8 = kernels_ == KernelKind::kCpu && ctx_->int8_dot &&
+                    cpu::int8_dot_supported(weights_.layers[0].q.w);
   return fmt::format(
-      "{} kernels, {} threads, {}, f32 compute, weights {}, prefill GEMM {}",
+      "{} kernels, {} threads, {}, {}, weights {}, prefill GEMM {}",
       kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(), cpu::simd_name(),
-      weights, kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_) : "reference loops");
+      int8 ? "int8 activations x quantized weights (avx512-vnni)" : "f32 compute", weights,
+      int8                           ? "int8 vnni tiles"
+      : kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_)
+                                     : "reference loops");
 }
 
 Status LlamaModel::validate(const ForwardBatch& b, std::span<float> logits) const {

@@ -57,6 +57,9 @@ struct LoadOptions {
   uint64_t memory_budget_bytes = 0;
   bool compiled_decode = true;  // kCuda: replay decode steps as CUDA graphs
   bool show_progress = false;   // kCuda: log weight-upload progress
+  // kCpu: quantized weights multiply activations rounded to int8 per group with integer dot
+  // products (AVX512-VNNI); ignored where the CPU lacks them. Changes outputs slightly.
+  bool cpu_int8_dot = false;
 };
 
 // How one logits row becomes a token on the device: engine::SamplingParams minus what

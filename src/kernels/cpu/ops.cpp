@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/matvec_rows.h"
 #include "kernels/cpu/prefill_tile.h"
 #include "kernels/cpu/simd.h"
@@ -331,6 +332,7 @@ void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) 
 }
 
 void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  if (ctx.int8_dot && int8_linear(ctx, w, x, m, y)) return;
   if (m <= kMatVecMaxRows) {
     matvec(ctx, w, x, m, y);
     return;

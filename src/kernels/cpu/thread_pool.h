@@ -61,6 +61,9 @@ struct CpuContext {
   // prefill uses hearth's own AVX-512 kernels, which measure 1.5-2x faster than those.
   std::string blas_core;
   bool blas_has_avx2_kernels = false;
+  // Quantized weights multiply int8-quantized activations with integer dot products
+  // (int8_dot.h) where the CPU has them; off: f32 activations against dequantized weights.
+  bool int8_dot = false;
 };
 
 // The number of cores this process may run on (sched_getaffinity), at least 1.

@@ -1,0 +1,510 @@
+// Int8 dot-product kernels for MLX 4/8-bit weights (see int8_dot.h): activation
+// quantization, a decode mat-vec over weight rows and a register-tiled prefill GEMM, both on
+// AVX512-VNNI `vpdpbusd` (u8 weight codes x s8 activations -> s32 per group).
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
+// (maybe-)uninitialized (a known false positive); the pragma must precede <immintrin.h>.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "kernels/cpu/int8_dot.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__) && defined(__AVX512VBMI__)
+#define HEARTH_CPU_VNNI 1
+#endif
+
+namespace hearth::kernels::cpu {
+
+bool int8_dot_available() {
+#ifdef HEARTH_CPU_VNNI
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+#else
+  return false;
+#endif
+}
+
+bool int8_dot_supported(const WeightMatrix& w) {
+  return w.quantized() && (w.bits == 4 || w.bits == 8) &&
+         (w.group_size == 32 || (w.group_size > 0 && w.group_size % 64 == 0)) &&
+         w.cols % w.group_size == 0 && int8_dot_available();
+}
+
+#ifdef HEARTH_CPU_VNNI
+namespace {
+
+// Batches of at most this many rows take the mat-vec (dot-product) kernels.
+constexpr int64_t kMatVecRows = 4;
+// Below this many multiply-adds a decode call runs on the calling thread.
+constexpr int64_t kMinParallelWork = 1 << 16;
+// GEMM blocking: weight rows per block (a multiple of kTileRows), columns per block (whole
+// groups; a [kBlockRows, kBlockCols] block of codes and a [kBlockCols, 32] tile of
+// activations stay in L1/L2), activation rows per micro-tile.
+constexpr int kTileRows = 6;
+constexpr int64_t kBlockRows = 48;
+constexpr int64_t kBlockCols = 1024;
+constexpr int64_t kActTile = 32;
+
+// One side tensor (scales or biases) of a quantized matrix: lanes [at, at + 16) under mask k
+// as f32.
+inline __m512 load_side16(const void* base, DType dtype, int64_t at, __mmask16 k) {
+  if (dtype == DType::kBF16) {
+    const __m256i raw = _mm256_maskz_loadu_epi16(k, static_cast<const uint16_t*>(base) + at);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  }
+  if (dtype == DType::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, static_cast<const uint16_t*>(base) + at));
+  }
+  return _mm512_maskz_loadu_ps(k, static_cast<const float*>(base) + at);
+}
+
+inline __mmask16 lanes_mask(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// 4-bit codes unpack a chunk of 2n columns (n bytes) as [n low nibbles | n high nibbles],
+// i.e. columns [0, 2, .., 2n-2, 1, 3, .., 2n-1]. Quantized activations are stored in the same
+// order so byte t of an unpacked chunk meets byte t of the activations. `chunk` is 64 (decode:
+// one zmm of codes) or 32 (the GEMM with 32-column groups, so each group stays contiguous); a
+// row whose length is not a multiple of 64 ends in a 32-column chunk.
+void permute_even_odd(int8_t* q, int64_t cols, int chunk) {
+  alignas(64) uint8_t idx64[64];
+  alignas(32) uint8_t idx32[32];
+  for (int t = 0; t < 32; ++t) {
+    idx64[t] = static_cast<uint8_t>(2 * t);
+    idx64[32 + t] = static_cast<uint8_t>(2 * t + 1);
+  }
+  for (int t = 0; t < 16; ++t) {
+    idx32[t] = static_cast<uint8_t>(2 * t);
+    idx32[16 + t] = static_cast<uint8_t>(2 * t + 1);
+  }
+  const __m512i p64 = _mm512_load_si512(idx64);
+  const __m256i p32 = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx32));
+  int64_t c = 0;
+  if (chunk == 64) {
+    for (; c + 64 <= cols; c += 64) {
+      _mm512_storeu_si512(q + c, _mm512_permutexvar_epi8(p64, _mm512_loadu_si512(q + c)));
+    }
+  }
+  for (; c + 32 <= cols; c += 32) {
+    auto* p = reinterpret_cast<__m256i*>(q + c);
+    _mm256_storeu_si256(p, _mm256_permutexvar_epi8(p32, _mm256_loadu_si256(p)));
+  }
+}
+
+// Quantizes one activation row per group of `group` columns: d = max|x| / 127, xq =
+// round(x / d) in [-127, 127] (all zero for an all-zero group), sum = Σx in f32. Writes q
+// [cols] (4-bit weights: permute_even_odd order), d[g * stride] and sum[g * stride].
+void quantize_row(const float* x, int64_t cols, int group, int bits, int chunk, int8_t* q, float* d,
+                  float* sum, int64_t stride) {
+  const int64_t groups = cols / group;
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* xg = x + g * group;
+    __m512 amax = _mm512_setzero_ps(), acc = _mm512_setzero_ps();
+    for (int c = 0; c < group; c += 16) {
+      const __m512 v = _mm512_loadu_ps(xg + c);
+      acc = _mm512_add_ps(acc, v);
+      amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+    }
+    const float a = _mm512_reduce_max_ps(amax);
+    const __m512 inv = _mm512_set1_ps(a > 0.0f ? 127.0f / a : 0.0f);
+    d[g * stride] = a / 127.0f;
+    sum[g * stride] = _mm512_reduce_add_ps(acc);
+    for (int c = 0; c < group; c += 16) {
+      const __m512i i32 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + c), inv));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + g * group + c), _mm512_cvtsepi32_epi8(i32));
+    }
+  }
+  if (bits == 4) permute_even_odd(q, cols, chunk);
+}
+
+// The 64 codes of one weight row from column c (a multiple of 32) as bytes: 8-bit as stored,
+// 4-bit unpacked to [low nibbles | high nibbles]; and the 32-column version.
+template <int Bits>
+inline __m512i load_codes64(const uint8_t* row, int64_t c) {
+  if constexpr (Bits == 8) {
+    return _mm512_loadu_si512(row + c);
+  } else {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c / 2));
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(b, m)),
+                              _mm256_and_si256(_mm256_srli_epi16(b, 4), m), 1);
+  }
+}
+template <int Bits>
+inline __m256i load_codes32(const uint8_t* row, int64_t c) {
+  if constexpr (Bits == 8) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c));
+  } else {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c / 2));
+    const __m128i m = _mm_set1_epi8(0x0f);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, m)),
+                                   _mm_and_si128(_mm_srli_epi16(b, 4), m), 1);
+  }
+}
+
+// ---- decode: one weight row against M <= 4 activation rows ----
+
+// For R weight rows from r: cs[(j * M + i) * groups + g] = s_jg · d_ig and bt[j * M + i] =
+// Σ_g b_jg · sum_ig, with d / sums [M, groups].
+void row_factors(const WeightMatrix& w, int64_t r, int R, int M, const float* d, const float* sums,
+                 float* cs, float* bt) {
+  const int64_t groups = w.cols / w.group_size;
+  for (int j = 0; j < R; ++j) {
+    __m512 bacc[kMatVecRows];
+    for (int i = 0; i < M; ++i) bacc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 k = lanes_mask(groups - g);
+      const int64_t at = (r + j) * groups + g;
+      const __m512 s = load_side16(w.scales, w.scale_dtype, at, k);
+      const __m512 b = load_side16(w.biases, w.scale_dtype, at, k);
+      for (int i = 0; i < M; ++i) {
+        const __m512 dv = _mm512_maskz_loadu_ps(k, d + i * groups + g);
+        _mm512_mask_storeu_ps(cs + (j * M + i) * groups + g, k, _mm512_mul_ps(s, dv));
+        bacc[i] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k, sums + i * groups + g), bacc[i]);
+      }
+    }
+    for (int i = 0; i < M; ++i) bt[j * M + i] = _mm512_reduce_add_ps(bacc[i]);
+  }
+}
+
+// y[i * R + j] = Σ_g cs[(j * M + i) * groups + g] · Σ(q_jg · xq_ig) + bt[j * M + i] for R
+// weight rows (row j's codes at q + j * row_bytes) and M quantized activation rows
+// (xq + i * cols, 64-column permute order).
+template <int Bits, int R, int M>
+void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, const int8_t* xq,
+              const float* cs, const float* bt, float* y) {
+  const int64_t groups = cols / group;
+  __m512 acc[R][M];
+  for (int j = 0; j < R; ++j) {
+    for (int i = 0; i < M; ++i) acc[j][i] = _mm512_setzero_ps();
+  }
+  if (group >= 64) {
+    for (int64_t g = 0; g < groups; ++g) {
+      __m512i dp[R][M];
+      for (int j = 0; j < R; ++j) {
+        for (int i = 0; i < M; ++i) dp[j][i] = _mm512_setzero_si512();
+      }
+      for (int64_t c = g * group; c < (g + 1) * group; c += 64) {
+        __m512i xv[M];
+        for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_si512(xq + i * cols + c);
+        for (int j = 0; j < R; ++j) {
+          const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
+          for (int i = 0; i < M; ++i) dp[j][i] = _mm512_dpbusd_epi32(dp[j][i], qv, xv[i]);
+        }
+      }
+      for (int j = 0; j < R; ++j) {
+        for (int i = 0; i < M; ++i) {
+          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp[j][i]),
+                                      _mm512_set1_ps(cs[(j * M + i) * groups + g]), acc[j][i]);
+        }
+      }
+    }
+  } else {
+    // Group 32: a 64-column chunk holds groups g and g + 1; the lanes of g + 1 are the upper
+    // half (8-bit) or the 2nd and 4th quarters (4-bit, [low | high] nibbles).
+    const __mmask16 upper = Bits == 8 ? 0xff00 : 0xf0f0;
+    int64_t c = 0;
+    for (; c + 64 <= cols; c += 64) {
+      const int64_t g = c / 32;
+      __m512i xv[M];
+      for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_si512(xq + i * cols + c);
+      for (int j = 0; j < R; ++j) {
+        const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
+        for (int i = 0; i < M; ++i) {
+          const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qv, xv[i]);
+          const float* f = cs + (j * M + i) * groups + g;
+          const __m512 sc = _mm512_mask_blend_ps(upper, _mm512_set1_ps(f[0]), _mm512_set1_ps(f[1]));
+          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[j][i]);
+        }
+      }
+    }
+    if (c < cols) {  // one 32-column group left
+      const int64_t g = c / 32;
+      for (int j = 0; j < R; ++j) {
+        const __m256i qv = load_codes32<Bits>(q + j * row_bytes, c);
+        for (int i = 0; i < M; ++i) {
+          const __m256i xv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + i * cols + c));
+          const __m256i dp = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qv, xv);
+          const __m256 part =
+              _mm256_mul_ps(_mm256_cvtepi32_ps(dp), _mm256_set1_ps(cs[(j * M + i) * groups + g]));
+          acc[j][i] = _mm512_add_ps(acc[j][i], _mm512_zextps256_ps512(part));
+        }
+      }
+    }
+  }
+  for (int j = 0; j < R; ++j) {
+    for (int i = 0; i < M; ++i) y[i * R + j] = _mm512_reduce_add_ps(acc[j][i]) + bt[j * M + i];
+  }
+}
+
+// Rows [r0, r1) of y [M, w.rows] for quantized activations xq [M, cols], d / sums [M, groups].
+template <int Bits, int M>
+void matvec_range(const WeightMatrix& w, const int8_t* xq, const float* d, const float* sums,
+                  int64_t r0, int64_t r1, float* y) {
+  // Rows per step: enough independent accumulator chains to hide the FMA latency, within the
+  // 32 vector registers (R x M accumulators + R x M group sums).
+  constexpr int R = M <= 2 ? 4 : 2;
+  const int64_t groups = w.cols / w.group_size;
+  const int64_t row_bytes = w.cols * Bits / 8;
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  thread_local std::vector<float> cs;
+  cs.resize(static_cast<std::size_t>(R * M * groups));
+  float bt[R * M];
+  float out[R * M];
+  for (int64_t r = r0; r < r1;) {
+    const int rows = r + R <= r1 ? R : 1;
+    row_factors(w, r, rows, M, d, sums, cs.data(), bt);
+    if (rows == R) {
+      dot_rows<Bits, R, M>(bytes + r * row_bytes, row_bytes, w.cols, w.group_size, xq, cs.data(),
+                           bt, out);
+    } else {
+      dot_rows<Bits, 1, M>(bytes + r * row_bytes, row_bytes, w.cols, w.group_size, xq, cs.data(),
+                           bt, out);
+    }
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < rows; ++j) y[i * w.rows + r + j] = out[i * rows + j];
+    }
+    r += rows;
+  }
+}
+
+template <int Bits>
+void matvec_range(const WeightMatrix& w, int64_t m, const int8_t* xq, const float* d,
+                  const float* sums, int64_t r0, int64_t r1, float* y) {
+  switch (m) {
+    case 1:
+      return matvec_range<Bits, 1>(w, xq, d, sums, r0, r1, y);
+    case 2:
+      return matvec_range<Bits, 2>(w, xq, d, sums, r0, r1, y);
+    case 3:
+      return matvec_range<Bits, 3>(w, xq, d, sums, r0, r1, y);
+    default:
+      return matvec_range<Bits, 4>(w, xq, d, sums, r0, r1, y);
+  }
+}
+
+void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  const int64_t groups = w.cols / w.group_size;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> d, sums;
+  xq.resize(static_cast<std::size_t>(m * w.cols));
+  d.resize(static_cast<std::size_t>(m * groups));
+  sums.resize(d.size());
+  for (int64_t i = 0; i < m; ++i) {
+    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits, 64, xq.data() + i * w.cols,
+                 d.data() + i * groups, sums.data() + i * groups, 1);
+  }
+  const int8_t* q = xq.data();
+  const float* dp = d.data();
+  const float* sp = sums.data();
+  auto body = [&](int64_t r0, int64_t r1) {
+    if (w.bits == 8) {
+      matvec_range<8>(w, m, q, dp, sp, r0, r1, y);
+    } else {
+      matvec_range<4>(w, m, q, dp, sp, r0, r1, y);
+    }
+  };
+  if (w.rows * w.cols * m < kMinParallelWork) {
+    body(0, w.rows);
+  } else {
+    ctx.pool.parallel_for(w.rows, 8, body);
+  }
+}
+
+// ---- prefill: register-tiled GEMM ----
+
+// y[l * y_stride + j] (+)= Σ over the groups of one column block, for R weight rows and 16 V
+// activation rows: codes of row j at w + j * w_stride (u8, the block's columns, 4-bit in
+// permute order); xt holds the activations as [kcols / 4, mp, 4] int8 from this tile's first
+// row, so one vector is 16 rows x 4 columns and one broadcast 32-bit word of a weight row
+// meets it in `vpdpbusd`; ds / gs: [groups, mp] activation scales and sums; ws / wb: [R,
+// wg_stride] weight scales and biases of the block's groups. Each group's s32 sums are folded
+// into f32 accumulators: acc += s_j · d_l · Σ(q·xq) + b_j · sum_l. Rows l < valid are stored.
+template <int R, int V>
+void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t kcols, int group, const int8_t* xt,
+               int64_t mp, const float* ds, const float* gs, const float* ws, const float* wb,
+               int64_t wg_stride, int64_t valid, bool accumulate, float* y, int64_t y_stride) {
+  __m512 acc[R][V];
+  for (int j = 0; j < R; ++j) {
+    for (int v = 0; v < V; ++v) acc[j][v] = _mm512_setzero_ps();
+  }
+  const int64_t groups = kcols / group;
+  const int steps = group / 4;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i dp[R][V];
+    for (int j = 0; j < R; ++j) {
+      for (int v = 0; v < V; ++v) dp[j][v] = _mm512_setzero_si512();
+    }
+    const int64_t k0 = g * steps;
+    for (int64_t kk = k0; kk < k0 + steps; ++kk) {
+      __m512i xv[V];
+      for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_si512(xt + (kk * mp + 16 * v) * 4);
+      for (int j = 0; j < R; ++j) {
+        int32_t word;
+        std::memcpy(&word, w + j * w_stride + kk * 4, 4);
+        const __m512i wv = _mm512_set1_epi32(word);
+        for (int v = 0; v < V; ++v) dp[j][v] = _mm512_dpbusd_epi32(dp[j][v], wv, xv[v]);
+      }
+    }
+    for (int v = 0; v < V; ++v) {
+      const __m512 dv = _mm512_loadu_ps(ds + g * mp + 16 * v);
+      const __m512 sv = _mm512_loadu_ps(gs + g * mp + 16 * v);
+      for (int j = 0; j < R; ++j) {
+        const __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(dp[j][v]), dv);
+        acc[j][v] = _mm512_fmadd_ps(part, _mm512_set1_ps(ws[j * wg_stride + g]), acc[j][v]);
+        acc[j][v] = _mm512_fmadd_ps(sv, _mm512_set1_ps(wb[j * wg_stride + g]), acc[j][v]);
+      }
+    }
+  }
+  alignas(64) float lanes[16 * V];
+  for (int j = 0; j < R; ++j) {
+    for (int v = 0; v < V; ++v) _mm512_store_ps(lanes + 16 * v, acc[j][v]);
+    if (accumulate) {
+      for (int64_t l = 0; l < valid; ++l) y[l * y_stride + j] += lanes[l];
+    } else {
+      for (int64_t l = 0; l < valid; ++l) y[l * y_stride + j] = lanes[l];
+    }
+  }
+}
+
+// Weight rows [0, rows) of one block against one activation tile: kTileRows rows per step,
+// then 4, 2 and 1.
+template <int V>
+void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t kcols, int group,
+               const int8_t* xt, int64_t mp, const float* ds, const float* gs, const float* ws,
+               const float* wb, int64_t wg_stride, int64_t valid, bool accumulate, float* y,
+               int64_t y_stride) {
+  int64_t r = 0;
+  auto run = [&]<int R>() {
+    gemm_tile<R, V>(w + r * w_stride, w_stride, kcols, group, xt, mp, ds, gs, ws + r * wg_stride,
+                    wb + r * wg_stride, wg_stride, valid, accumulate, y + r, y_stride);
+    r += R;
+  };
+  while (r + kTileRows <= rows) run.template operator()<kTileRows>();
+  while (r + 4 <= rows) run.template operator()<4>();
+  while (r + 2 <= rows) run.template operator()<2>();
+  while (r < rows) run.template operator()<1>();
+}
+
+// Rows [r0, r1) of a 4-bit matrix, columns [c0, c1), unpacked to bytes in permute order with
+// `chunk`-column chunks: out [r1 - r0, c1 - c0].
+void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int chunk,
+             uint8_t* out) {
+  const int64_t row_bytes = w.cols / 2;
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* src = bytes + r * row_bytes;
+    uint8_t* o = out + (r - r0) * (c1 - c0) - c0;
+    int64_t c = c0;
+    if (chunk == 64) {
+      for (; c + 64 <= c1; c += 64) _mm512_storeu_si512(o + c, load_codes64<4>(src, c));
+    }
+    for (; c + 32 <= c1; c += 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), load_codes32<4>(src, c));
+    }
+  }
+}
+
+void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  const int group = w.group_size;
+  const int64_t cols = w.cols;
+  const int64_t groups = cols / group;
+  const int chunk = group == 32 ? 32 : 64;
+  const int64_t mp = (m + 15) / 16 * 16;
+  // xt: [cols / 4, mp, 4] quantized activations; ds / gs: [groups, mp]. Padding rows zero.
+  thread_local std::vector<int8_t> xt;
+  thread_local std::vector<float> ds, gs;
+  xt.resize(static_cast<std::size_t>(cols * mp));
+  ds.resize(static_cast<std::size_t>(groups * mp));
+  gs.resize(ds.size());
+  int8_t* xtp = xt.data();
+  float* dsp = ds.data();
+  float* gsp = gs.data();
+  ctx.pool.parallel_for(mp, 16, [&](int64_t a, int64_t b) {
+    thread_local std::vector<int8_t> row;
+    row.resize(static_cast<std::size_t>(cols));
+    for (int64_t i = a; i < b; ++i) {
+      if (i < m) {
+        quantize_row(x + i * cols, cols, group, w.bits, chunk, row.data(), dsp + i, gsp + i, mp);
+      } else {
+        std::fill(row.begin(), row.end(), int8_t{0});
+        for (int64_t g = 0; g < groups; ++g) dsp[g * mp + i] = gsp[g * mp + i] = 0.0f;
+      }
+      for (int64_t kk = 0; kk < cols / 4; ++kk)
+        std::memcpy(xtp + (kk * mp + i) * 4, &row[kk * 4], 4);
+    }
+  });
+  const int64_t block_cols = std::max<int64_t>(group, kBlockCols / group * group);
+  const int64_t row_bytes = cols * w.bits / 8;
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  ctx.pool.parallel_for(w.rows, kTileRows, [&](int64_t a, int64_t b) {
+    thread_local std::vector<uint8_t> panel;  // 4-bit: [kBlockRows, block_cols] unpacked codes
+    thread_local std::vector<float> ws, wb;   // [kBlockRows, block groups]
+    const int64_t bg = block_cols / group;
+    ws.resize(static_cast<std::size_t>(kBlockRows * bg));
+    wb.resize(ws.size());
+    if (w.bits == 4) panel.resize(static_cast<std::size_t>(kBlockRows * block_cols));
+    for (int64_t c0 = 0; c0 < cols; c0 += block_cols) {
+      const int64_t c1 = std::min(cols, c0 + block_cols);
+      const int64_t g0 = c0 / group, ng = (c1 - c0) / group;
+      for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
+        const int64_t r1 = std::min(b, r0 + kBlockRows);
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t g = 0; g < ng; ++g) {
+            ws[(r - r0) * bg + g] = read_scalar(w.scales, w.scale_dtype, r * groups + g0 + g);
+            wb[(r - r0) * bg + g] = read_scalar(w.biases, w.scale_dtype, r * groups + g0 + g);
+          }
+        }
+        const uint8_t* codes = bytes + r0 * row_bytes + c0;
+        int64_t stride = row_bytes;
+        if (w.bits == 4) {
+          unpack4(w, r0, r1, c0, c1, chunk, panel.data());
+          codes = panel.data();
+          stride = c1 - c0;
+        }
+        for (int64_t i0 = 0; i0 < m; i0 += kActTile) {
+          const int64_t valid = std::min(kActTile, m - i0);
+          const int8_t* xtile = xtp + (c0 / 4 * mp + i0) * 4;
+          const float* dtile = dsp + g0 * mp + i0;
+          const float* gtile = gsp + g0 * mp + i0;
+          float* ytile = y + i0 * w.rows + r0;
+          if (valid > 16) {
+            gemm_rows<2>(codes, stride, r1 - r0, c1 - c0, group, xtile, mp, dtile, gtile, ws.data(),
+                         wb.data(), bg, valid, c0 > 0, ytile, w.rows);
+          } else {
+            gemm_rows<1>(codes, stride, r1 - r0, c1 - c0, group, xtile, mp, dtile, gtile, ws.data(),
+                         wb.data(), bg, valid, c0 > 0, ytile, w.rows);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+#endif  // HEARTH_CPU_VNNI
+
+bool int8_linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  if (!int8_dot_supported(w)) return false;
+#ifdef HEARTH_CPU_VNNI
+  if (m <= kMatVecRows) {
+    int8_matvec(ctx, w, x, m, y);
+  } else {
+    int8_gemm(ctx, w, x, m, y);
+  }
+  return true;
+#else
+  (void)ctx, (void)x, (void)m, (void)y;
+  return false;
+#endif
+}
+
+}  // namespace hearth::kernels::cpu

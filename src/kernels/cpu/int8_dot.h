@@ -1,0 +1,27 @@
+// Quantized linear layers through integer dot products: each activation row is quantized per
+// weight group to int8 (one f32 scale per group, the exact f32 group sum kept for the bias
+// term) and multiplied with the 4/8-bit MLX codes by AVX512-VNNI `vpdpbusd`. Opt-in
+// (CpuContext::int8_dot): rounding the activations changes outputs slightly.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/weight.h"
+
+namespace hearth::kernels::cpu {
+
+// True when this build has the int8 kernels (AVX512-VNNI + VBMI at compile time) and the
+// CPU it runs on has those instructions.
+bool int8_dot_available();
+
+// True when int8_linear handles w: quantized, 4 or 8 bits, group size 32 or a multiple of
+// 64, and int8_dot_available().
+bool int8_dot_supported(const WeightMatrix& w);
+
+// y[m, w.rows] = x[m, w.cols] · wᵀ with x quantized to int8 per group of w.group_size:
+// for each group, y += s·d·Σ(q·xq) + b·Σx (s, b: the weight group's scale and bias; d: the
+// activation group's scale). False (y untouched) when !int8_dot_supported(w).
+bool int8_linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y);
+
+}  // namespace hearth::kernels::cpu
