@@ -639,6 +639,284 @@ __global__ void __launch_bounds__(128, 2)
   }
 }
 
+// v4: v3 with kStages shared-memory stages and one barrier per tile, the output rescale
+// skipped when no row max of the warp moved, and (kSwap) head groups on grid x so the
+// longest tiles of every head start first.
+template <int kHeadDim, int kTileKeys, int kStages, bool kSwap>
+__global__ void __launch_bounds__(128, 2)
+    attention_v4_kernel(PagedAttentionArgs a, Geometry geo, float* part_o, float* part_ml) {
+  constexpr int kThreads = 128;
+  constexpr int kRowsPerBlock = 128;
+  constexpr int kStride = kHeadDim + 8;
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kKeyTiles = kTileKeys / 8;
+  constexpr int kTileElems = kTileKeys * kStride;
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  constexpr int kLoadPasses = (kTileKeys + kKeysPerPass - 1) / kKeysPerPass;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Bf16* q_s = reinterpret_cast<Bf16*>(smem_raw);  // [128][kStride]
+  Bf16* kv_s = q_s + kRowsPerBlock * kStride;     // [stage][K, V][kTileKeys][kStride]
+
+  int seq = 0;
+  int tile = 0;
+  const int col = kSwap ? blockIdx.y : blockIdx.x;
+  const int head_group = kSwap ? blockIdx.x : blockIdx.y;
+  if (!find_tile(a, geo.tok_per_tile, col, &seq, &tile)) return;
+  const TileRange tr0 = tile_range(a, seq, tile, geo.tok_per_tile);
+  // Key tiles of kTileKeys (tile_range counts kTileK = 64).
+  const int kt_begin = tr0.kt_begin;
+  const int n_kt = (tr0.key_hi - kt_begin + kTileKeys - 1) / kTileKeys;
+  const int group = a.q_heads / a.kv_heads;
+  const int kv_head = head_group / geo.groups;
+  const int head0 = kv_head * group + (head_group % geo.groups) * geo.pack;
+  const int split = blockIdx.z;
+  int per = tr0.n_kt;
+  int used = 1;
+  if (geo.max_splits > 1) used = tile_splits(tr0.n_kt, geo.max_splits, &per);
+  if (split >= used) return;
+  // Splits cut at 64-key boundaries (the combine pass recomputes them in those units).
+  const int kt_first = kt_begin + split * per * kTileK;
+  const int kt_end = min(kt_begin + (split + 1) * per * kTileK, kt_begin + n_kt * kTileKeys);
+  const int kt_count = (kt_end - kt_first + kTileKeys - 1) / kTileKeys;
+  const int32_t* table = a.block_tables + seq * a.ld_block_tables;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  // Q tile into shared memory (zero rows past the tile's queries).
+  {
+    const bool vec = a.ld_q % 8 == 0 && (reinterpret_cast<uintptr_t>(a.q) & 15) == 0;
+    for (int i = threadIdx.x; i < kRowsPerBlock * kChunks; i += kThreads) {
+      int m = i / kChunks;
+      int c = i % kChunks;
+      int tok = m / geo.pack;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (tok < tr0.q_count) {
+        const Bf16* src = a.q + static_cast<int64_t>(tr0.first_token + tok) * a.ld_q +
+                          (head0 + m % geo.pack) * kHeadDim + c * 8;
+        if (vec) {
+          v = *reinterpret_cast<const uint4*>(src);
+        } else {
+          const uint32_t* s32 = reinterpret_cast<const uint32_t*>(src);
+          v = make_uint4(s32[0], s32[1], s32[2], s32[3]);
+        }
+      }
+      *reinterpret_cast<uint4*>(q_s + m * kStride + c * 8) = v;
+    }
+  }
+
+  const int c = threadIdx.x % kChunks;
+  const int key0 = threadIdx.x / kChunks;
+  const uint32_t kv_base = smem_u32(kv_s);
+  auto load_tile = [&](int stage, int kt) {
+#pragma unroll
+    for (int i = 0; i < kLoadPasses; ++i) {
+      int key = key0 + i * kKeysPerPass;
+      if (kKeysPerPass * kLoadPasses > kTileKeys && key >= kTileKeys) break;
+      int j = kt + key;
+      bool valid = j < tr0.key_hi;
+      int64_t off = 0;
+      if (valid) {
+        int64_t slot =
+            static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        off = (slot * a.kv_heads + kv_head) * kHeadDim + c * 8;
+      }
+      uint32_t dst = kv_base + (stage * 2 * kTileElems + key * kStride + c * 8) * 2;
+      cp_async16(dst, a.k_cache + off, valid);
+      cp_async16(dst + kTileElems * 2, a.v_cache + off, valid);
+    }
+  };
+
+  int row_tok[2][2];
+  int qpos[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int m = warp * 32 + mt * 16 + g + 8 * r;
+      row_tok[mt][r] = m / geo.pack;
+      qpos[mt][r] = tr0.pos0 + row_tok[mt][r];
+    }
+  }
+
+  float o[2][kDimTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int d = 0; d < kDimTiles; ++d)
+      o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.0f;
+  }
+  float m_raw[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+  float l[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  const float scale2 = a.scale * kLog2e;
+  const bool softcap = a.softcap > 0.0f;
+  const float cap_in = softcap ? a.scale / a.softcap : 0.0f;
+  const float cap_out = softcap ? a.softcap / a.scale : 0.0f;
+  const int q_last = tr0.pos0 + tr0.q_count - 1;
+
+  const uint32_t q_lane =
+      smem_u32(q_s) +
+      ((warp * 32 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t k_lane = ((((lane >> 4) * 8) + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8) * 2;
+  const uint32_t v_lane = (((((lane >> 3) & 1) * 8) + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < kt_count) load_tile(st, kt_first + st * kTileKeys);
+    cp_async_commit();  // empty groups keep the count uniform
+  }
+  for (int it = 0; it < kt_count; ++it) {
+    const int kt = kt_first + it * kTileKeys;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile it landed for all threads; stage (it - 1) % kStages is free
+    if (it + kStages - 1 < kt_count) {
+      load_tile((it + kStages - 1) % kStages, kt + (kStages - 1) * kTileKeys);
+    }
+    cp_async_commit();
+    const uint32_t k_tile = kv_base + (it % kStages) * 2 * kTileElems * 2;
+    const uint32_t v_tile = k_tile + kTileElems * 2;
+
+    float s[2][kKeyTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+    }
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t qa[2][4];
+      ldsm_x4(qa[0], q_lane + ks * 32);
+      ldsm_x4(qa[1], q_lane + (16 * kStride + ks * 16) * 2);
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, k_tile + k_lane + (np * 16 * kStride + ks * 16) * 2);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(s[mt][2 * np], qa[mt], b[0], b[1]);
+          mma_bf16(s[mt][2 * np + 1], qa[mt], b[2], b[3]);
+        }
+      }
+    }
+    const bool full =
+        kt + kTileKeys - 1 <= tr0.pos0 && (a.sliding_window <= 0 || kt > q_last - a.sliding_window);
+    uint32_t pf[2][kTileKeys / 16][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      if (softcap) {
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap_out * tanhf(s[mt][nt][e] * cap_in);
+        }
+      }
+      if (!full) {
+#pragma unroll
+        for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int r = e >> 1;
+            int j = kt + nt * 8 + 2 * t + (e & 1);
+            bool visible =
+                j <= qpos[mt][r] && (a.sliding_window <= 0 || j > qpos[mt][r] - a.sliding_window);
+            if (!visible) s[mt][nt][e] = -INFINITY;
+          }
+        }
+      }
+      float mx[2] = {m_raw[mt][0], m_raw[mt][1]};
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[mt][nt][0], s[mt][nt][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[mt][nt][2], s[mt][nt][3]));
+      }
+      float ms[2];
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+        ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
+        corr[r] = fast_exp2(fmaf(m_raw[mt][r], scale2, -ms[r]));
+        m_raw[mt][r] = mx[r];
+        l[mt][r] *= corr[r];
+      }
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt) {
+        float p0 = fast_exp2(fmaf(s[mt][nt][0], scale2, -ms[0]));
+        float p1 = fast_exp2(fmaf(s[mt][nt][1], scale2, -ms[0]));
+        float p2 = fast_exp2(fmaf(s[mt][nt][2], scale2, -ms[1]));
+        float p3 = fast_exp2(fmaf(s[mt][nt][3], scale2, -ms[1]));
+        l[mt][0] += p0 + p1;
+        l[mt][1] += p2 + p3;
+        pf[mt][nt / 2][(nt & 1) * 2 + 0] = pack_bf16(p0, p1);
+        pf[mt][nt / 2][(nt & 1) * 2 + 1] = pack_bf16(p2, p3);
+      }
+      if (__any_sync(kFullMask, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+        for (int d = 0; d < kDimTiles; ++d) {
+          o[mt][d][0] *= corr[0];
+          o[mt][d][1] *= corr[0];
+          o[mt][d][2] *= corr[1];
+          o[mt][d][3] *= corr[1];
+        }
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_t(b, v_tile + v_lane + (kk * 16 * kStride + dp * 16) * 2);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(o[mt][2 * dp], pf[mt][kk], b[0], b[1]);
+          mma_bf16(o[mt][2 * dp + 1], pf[mt][kk], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float lr = l[mt][r];
+      lr += __shfl_xor_sync(kFullMask, lr, 1);
+      lr += __shfl_xor_sync(kFullMask, lr, 2);
+      if (row_tok[mt][r] >= tr0.q_count) continue;
+      const int m = warp * 32 + mt * 16 + g + 8 * r;
+      const int head = head0 + m % geo.pack;
+      const int token = tr0.first_token + row_tok[mt][r];
+      const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+      if (used == 1) {
+        Bf16* dst = a.out + static_cast<int64_t>(token) * a.ld_out + head * kHeadDim + 2 * t;
+#pragma unroll
+        for (int d = 0; d < kDimTiles; ++d) {
+          *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
+              __floats2bfloat162_rn(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
+        }
+      } else {
+        const int64_t idx = (static_cast<int64_t>(split) * a.tokens + token) * a.q_heads + head;
+        float* dst = part_o + idx * kHeadDim + 2 * t;
+#pragma unroll
+        for (int d = 0; d < kDimTiles; ++d) {
+          *reinterpret_cast<float2*>(dst + d * 8) =
+              make_float2(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
+        }
+        if (t == 0) {
+          part_ml[2 * idx] = lr > 0.0f ? m_raw[mt][r] * scale2 : -INFINITY;
+          part_ml[2 * idx + 1] = lr;
+        }
+      }
+    }
+  }
+}
+
 // Merges the key-range splits of one (token, head) row: weights l_s 2^(m_s - max m).
 __global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* part_o,
                                const float* part_ml) {
@@ -712,7 +990,16 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_
                                           : a.workspace + static_cast<int64_t>(geo.max_splits) *
                                                               a.tokens * a.q_heads * kHeadDim;
   dim3 grid(a.tokens / geo.tok_per_tile + a.seqs, heads, geo.max_splits);
-  if constexpr (kV3) {
+  if constexpr (kKind >= 100) {  // v4: 101 = 3 stages, 102 = 3 stages + swapped grid
+    constexpr bool kSwap = kKind == 102;
+    const size_t smem = (128 + 3 * 2 * 32) * (kHeadDim + 8) * sizeof(Bf16);
+    auto kernel = attention_v4_kernel<kHeadDim, 32, 3, kSwap>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    dim3 g = kSwap ? dim3(grid.y, grid.x, grid.z) : grid;
+    kernel<<<g, 128, smem, stream>>>(a, geo, part_o, part_ml);
+  } else if constexpr (kV3) {
     const size_t smem = (128 + 2 * 2 * kKind) * (kHeadDim + 8) * sizeof(Bf16);
     auto kernel = attention_v3_kernel<kHeadDim, kKind>;
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -817,7 +1104,7 @@ struct Case {
 
 struct Variant {
   std::string name;
-  int kind;  // 0: src kernel, 1/2: v2 with 4/8 warps, 3/4: v3 with 32/64-key tiles
+  int kind;  // 0: src; 1/2: v2 with 4/8 warps; 3/4: v3 with 32/64-key tiles; 5/6: v4
 };
 
 class Lab {
@@ -949,8 +1236,12 @@ class Lab {
           CK(v2::launch<8>(a, ws_bytes, st));
         } else if (var.kind == 3) {
           CK(v2::launch<32>(a, ws_bytes, st));
-        } else {
+        } else if (var.kind == 4) {
           CK(v2::launch<64>(a, ws_bytes, st));
+        } else if (var.kind == 5) {
+          CK(v2::launch<101>(a, ws_bytes, st));
+        } else {
+          CK(v2::launch<102>(a, ws_bytes, st));
         }
       };
       CK(cudaMemsetAsync(out.data(), 0xff, size_t(tokens) * ld_out * 2, st));  // NaN poison
