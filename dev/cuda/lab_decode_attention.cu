@@ -57,6 +57,21 @@ __device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t
   return {lo_seq, q_len, lo, pos + 1};
 }
 
+// key_range with a first guess that token t is sequence t (a pure decode batch): both
+// query_start words load at once, and only a miss pays the binary search.
+__device__ __forceinline__ KeyRange key_range_guess(const PagedAttentionArgs& a, int t) {
+  int guess = min(t, a.seqs - 1);
+  int start = a.query_start[guess];
+  int end = a.query_start[guess + 1];
+  int kv = a.kv_lens[guess];
+  if (start <= t && t < end) {
+    int pos = kv - (end - start) + (t - start);
+    int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+    return {guess, end - start, lo, pos + 1};
+  }
+  return key_range(a, t);
+}
+
 __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
                                           uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -132,19 +147,28 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   const int head0 = kv_head * group + chunk * kGroupHeads;
   const int heads = min(kGroupHeads, group - chunk * kGroupHeads);
   const int split = blockIdx.z;
-  const KeyRange range = key_range(a, t);
+  // q first: it does not depend on the sequence lookup, so both round trips overlap.
+  constexpr int kQPerThread = kGroupHeads * kHeadDim / (kWarps * 32);
+  Bf16 q_r[kQPerThread];
+#pragma unroll
+  for (int u = 0; u < kQPerThread; ++u) {
+    int i = threadIdx.x + u * kWarps * 32;
+    int hh = i / kHeadDim;
+    q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
+                        : __float2bfloat16(0.0f);
+  }
+  const KeyRange range = kPrefetch ? key_range_guess(a, t) : key_range(a, t);
   if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
   const int span = max(range.hi - range.lo, 0);
   int per_split = (span + a.num_splits - 1) / a.num_splits;
   per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
   const int s_lo = range.lo + split * per_split;
   const int s_hi = min(range.hi, s_lo + per_split);
-
-  for (int i = threadIdx.x; i < kGroupHeads * kHeadDim; i += blockDim.x) {
+#pragma unroll
+  for (int u = 0; u < kQPerThread; ++u) {
+    int i = threadIdx.x + u * kWarps * 32;
     int hh = i / kHeadDim;
-    int d = i - hh * kHeadDim;
-    q_s[hh * kQStride + d] =
-        hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + d] : __float2bfloat16(0.0f);
+    q_s[hh * kQStride + (i - hh * kHeadDim)] = q_r[u];
   }
   __syncthreads();
 
