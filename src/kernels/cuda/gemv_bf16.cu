@@ -187,6 +187,13 @@ __device__ void normalize_rows(uint4* xs, int k, const __nv_bfloat16* weight, fl
   __syncthreads();
 }
 
+// Asks the copy engine to bring `bytes` (a multiple of 16, 16-byte aligned) at p into L2.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 // bf16(v), then + bias and rounded again (as the GEMV followed by bias_add rounds).
 __device__ __forceinline__ float round_bias(float v, const __nv_bfloat16* bias, int index) {
   __nv_bfloat16 t = __float2bfloat16(v);
@@ -258,6 +265,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
       }
     }
   }
+  // L2 prefetch of whole rows: one bulk request per weight row keeps a row's worth of bytes
+  // in flight per warp on top of the lanes' register loads.
+  const uint32_t row_bytes = static_cast<uint32_t>(a.k) * 2;
+  const bool prefetcher = a.l2_prefetch > 0 && sub == 0 && lane == 0;
+  if (prefetcher && first < n) {
+#pragma unroll
+    for (int p = 0; p < kPair; ++p) prefetch_l2(w + (first + p * n) * ldw8, row_bytes);
+  }
   detail::grid_dependency_wait();
   for (int i = threadIdx.x; i < kRows * chunks; i += blockDim.x) {
     int r = i / chunks;
@@ -274,6 +289,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
   for (int base = blockIdx.x * tasks_per_block; base < n; base += gridDim.x * tasks_per_block) {
     const int task = base + warp / split;
     const bool active = task < n;
+    const int next = task + gridDim.x * tasks_per_block;
+    if (a.l2_prefetch > 1 && prefetcher && next < n) {
+#pragma unroll
+      for (int p = 0; p < kPair; ++p) prefetch_l2(w + (next + p * n) * ldw8, row_bytes);
+    }
     float acc[kPair][kRows];
 #pragma unroll
     for (int p = 0; p < kPair; ++p) {
@@ -427,6 +447,7 @@ namespace hearth::cuda {
 bool gemv_bf16_supported(const GemvArgs& a) {
   if (!gemv_bf16_supported(a.m, a.n, a.k, a.x, a.ldx, a.w, a.ldw)) return false;
   if (a.split != 1 && a.split != 2 && a.split != 4) return false;
+  if (a.l2_prefetch < 0 || a.l2_prefetch > 2) return false;
   if (a.y == nullptr || a.ldy < a.n || a.ldx < a.k || a.ldw < a.k || a.grid < 0) return false;
   const bool pair = gated(a.epilogue);
   if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;

@@ -57,10 +57,12 @@ struct GemvArgs {
   int n = 0;  // output columns
   int k = 0;
   int sm_count = 0;
-  int split = 1;     // warps per output row: 1, 2 or 4 (changes the summation order)
-  bool pdl = false;  // programmatic dependent launch (sm_90+ only): weight loads start
-                     // before the previous kernel finishes
-  int grid = 0;      // blocks; 0 picks min(tasks / 16 * split, 2 per SM)
+  int split = 1;        // warps per output row: 1, 2 or 4 (changes the summation order)
+  bool pdl = false;     // programmatic dependent launch (sm_90+ only): weight loads start
+                        // before the previous kernel finishes
+  int grid = 0;         // blocks; 0 picks min(tasks / 16 * split, 2 per SM)
+  int l2_prefetch = 0;  // sm_90 bulk L2 prefetch of weight rows: 0 none, 1 each warp's first
+                        // task's rows before the wait, 2 also the next task's rows each task
 };
 
 // True when gemv_bf16(args) handles the arguments (the same shape rules as above, plus the

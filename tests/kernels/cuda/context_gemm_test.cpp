@@ -245,6 +245,7 @@ TEST_P(GemvFusedTest, MatchesUnfusedKernels) {
   a.sm_count = sm_count();
   a.split = c.split;
   a.pdl = c.pdl && ctx_->properties().major >= 9;
+  a.l2_prefetch = (c.m + c.split) % 3;  // never changes the bits; the cases cover 0, 1 and 2
   ASSERT_TRUE(gemv_bf16_supported(a));
   ASSERT_EQ(gemv_bf16(a, st), cudaSuccess);
 

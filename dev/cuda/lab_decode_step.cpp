@@ -109,6 +109,7 @@ struct Variant {
   int split;
   bool pdl;
   int grid_mode;  // 0 auto, 1 balanced (every warp the same task count), 2 one block per SM
+  int l2_prefetch;
 };
 
 int grid_for(const Variant& v, int tasks, int sms) {
@@ -123,10 +124,18 @@ int grid_for(const Variant& v, int tasks, int sms) {
 }
 
 const Variant kVariants[] = {
-    {"old gemv_bf16", true, 1, false, 0},          {"v2 split1", false, 1, false, 0},
-    {"v2 split1 pdl", false, 1, true, 0},          {"v2 split2 pdl", false, 2, true, 0},
-    {"v2 split4 pdl", false, 4, true, 0},          {"v2 split1 pdl balanced", false, 1, true, 1},
-    {"v2 split2 pdl balanced", false, 2, true, 1}, {"v2 split1 pdl 1blk/SM", false, 1, true, 2},
+    {"old gemv_bf16", true, 1, false, 0, 0},
+    {"v2 split1", false, 1, false, 0, 0},
+    {"v2 split1 pdl", false, 1, true, 0, 0},
+    {"v2 split2 pdl", false, 2, true, 0, 0},
+    {"v2 split4 pdl", false, 4, true, 0, 0},
+    {"v2 split1 pdl balanced", false, 1, true, 1, 0},
+    {"v2 split2 pdl balanced", false, 2, true, 1, 0},
+    {"v2 split1 pdl 1blk/SM", false, 1, true, 2, 0},
+    {"v2 split1 pdl L2pf1", false, 1, true, 0, 1},
+    {"v2 split1 pdl L2pf2", false, 1, true, 0, 2},
+    {"v2 split1 pdl L2pf2 balanced", false, 1, true, 1, 2},
+    {"v2 split1 nopdl L2pf2", false, 1, false, 0, 2},
 };
 
 // One decode GEMV shape: a chain of `copies` launches over distinct weight copies, captured
@@ -168,6 +177,7 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
     a.split = v.split;
     a.pdl = v.pdl;
     a.grid = grid_for(v, n, lab.sms());
+    a.l2_prefetch = v.l2_prefetch;
     CK(gemv_bf16(a, lab.st()));
   };
   // Reference: the old kernel (+ the unfused activation) on copy 0.
@@ -233,6 +243,7 @@ struct StepVariant {
   bool fused;
   bool pdl;
   int split;
+  int l2_prefetch;
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -294,6 +305,7 @@ void decode_step(Lab& lab, double copy_bw) {
     a.sm_count = lab.sms();
     a.split = v.split;
     a.pdl = v.pdl;
+    a.l2_prefetch = v.l2_prefetch;
     CK(gemv_bf16(a, st));
   };
   auto attention = [&](int l) {
@@ -383,12 +395,14 @@ void decode_step(Lab& lab, double copy_bw) {
       "decode step 8B bf16 (ctx 128): floor %.3f ms (%.1f tok/s, %.2f GB excl. embedding)\n",
       floor_ms, 1e3 / floor_ms, weight_bytes / 1e9);
   const StepVariant variants[] = {
-      {"old gemv_bf16, unfused (today's step)", true, false, false, 1},
-      {"v2 split1, unfused", false, false, false, 1},
-      {"v2 split1 + pdl, unfused", false, false, true, 1},
-      {"fused (norm prologue, residual/SiLU epilogues)", false, true, false, 1},
-      {"fused + pdl", false, true, true, 1},
-      {"fused + pdl, split2", false, true, true, 2},
+      {"old gemv_bf16, unfused (today's step)", true, false, false, 1, 0},
+      {"v2 split1, unfused", false, false, false, 1, 0},
+      {"v2 split1 + pdl, unfused", false, false, true, 1, 0},
+      {"fused (norm prologue, residual/SiLU epilogues)", false, true, false, 1, 0},
+      {"fused + pdl", false, true, true, 1, 0},
+      {"fused + pdl, split2", false, true, true, 2, 0},
+      {"fused + pdl + L2 prefetch 1", false, true, true, 1, 1},
+      {"fused + pdl + L2 prefetch 2", false, true, true, 1, 2},
   };
   std::vector<float> ref_logits;
   std::vector<uint16_t> ref_resid;
