@@ -22,8 +22,14 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
   if (options.kv_budget_gb < 0) return invalid_argument_error("--kv-budget must be >= 0");
   if (options.max_batched_tokens < 0) return invalid_argument_error("token budget must be >= 0");
   s.max_running = options.max_batch;
-  s.max_batched_tokens = options.max_batched_tokens > 0 ? options.max_batched_tokens
-                                                        : std::max(512, options.max_batch);
+  // A GPU model reports its device memory; its steps want more tokens (see
+  // kDefaultGpuBatchedTokens).
+  const std::optional<DeviceMemoryUsage> model_device = model.device_memory();
+  s.max_batched_tokens =
+      options.max_batched_tokens > 0
+          ? options.max_batched_tokens
+          : std::max(model_device ? kDefaultGpuBatchedTokens : kDefaultCpuBatchedTokens,
+                     options.max_batch);
   s.block_size = options.block_size;
   s.max_context = options.max_context > 0 ? options.max_context : config.max_position_embeddings;
   s.eos_ids = options.eos_ids.empty() ? config.generation.eos_token_ids : options.eos_ids;
@@ -44,7 +50,6 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
     kv::KvMemoryInputs in;
     // A GPU model reports its device's memory after the weights (free = what its budget
     // still allows); a CPU model lives in this machine's RAM.
-    std::optional<DeviceMemoryUsage> model_device = model.device_memory();
     const bool on_device = options.device_memory.has_value() || model_device.has_value();
     if (options.device_memory) {
       in.device = *options.device_memory;

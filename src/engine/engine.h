@@ -23,8 +23,10 @@
 namespace hearth::engine {
 
 struct EngineOptions {
-  int max_batch = 8;             // --batch: running sequences; 1 = strict serial FIFO
-  int max_batched_tokens = 0;    // tokens per forward pass; 0 = max(512, max_batch)
+  int max_batch = 8;  // --batch: running sequences; 1 = strict serial FIFO
+  // Tokens per forward pass; 0 = max(kDefaultGpuBatchedTokens, max_batch) for a model on a
+  // GPU, max(kDefaultCpuBatchedTokens, max_batch) on CPU.
+  int max_batched_tokens = 0;
   int block_size = 16;           // --paged-kv-block-size
   double kv_budget_gb = 0;       // --kv-budget (decimal GB); 0 = automatic
   double prompt_cache_gb = -1;   // --prompt-cache: cap on idle cached KV; -1 none, 0 off
@@ -46,6 +48,12 @@ struct EngineOptions {
   double headroom_gb = -1;
 };
 
+// Step token budgets. On a GPU a step's cost is flat until its GEMMs turn compute-bound, and
+// cuBLASLt reaches most of the bf16 GEMM rate only from m ~ 2048 rows (benchmarks/RESULTS.md,
+// "engine step budget"): 2048 prefill tokens cost little more per token than 8192 and keep a
+// mixed step's decode rows waiting ~4x less. On CPU a step is linear in tokens already.
+inline constexpr int kDefaultGpuBatchedTokens = 2048;
+inline constexpr int kDefaultCpuBatchedTokens = 512;
 inline constexpr double kDefaultGpuMemoryUtilization = 0.9;
 inline constexpr double kDefaultCpuMemoryUtilization = 0.5;
 

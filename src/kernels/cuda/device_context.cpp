@@ -4,7 +4,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace hearth::cuda {
 
@@ -114,9 +120,115 @@ void DeviceContext::release(void* data, size_t bytes) {
   used_ -= bytes;
 }
 
+Status DeviceContext::make_current() const {
+  return cuda_status(cudaSetDevice(device_), "selecting the CUDA device");
+}
+
 Status DeviceContext::synchronize() {
   HEARTH_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(stream_), "waiting for the stream"));
   return cuda_status(cudaGetLastError(), "checking kernel launches");
+}
+
+namespace {
+
+struct Chunk {
+  char* dst;
+  const char* src;
+  size_t bytes;
+};
+
+// One upload worker's pinned double buffer, stream and events; frees them on destruction.
+class Stager {
+ public:
+  ~Stager() {
+    for (int b = 0; b < 2; ++b) {
+      if (done_[b] != nullptr) cudaEventDestroy(done_[b]);
+      if (buf_[b] != nullptr) cudaFreeHost(buf_[b]);
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Status init(int device, size_t chunk_bytes) {
+    HEARTH_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device), "selecting the upload device"));
+    HEARTH_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                                       "creating an upload stream"));
+    for (int b = 0; b < 2; ++b) {
+      HEARTH_RETURN_IF_ERROR(
+          cuda_status(cudaMallocHost(&buf_[b], chunk_bytes), "allocating pinned staging"));
+      HEARTH_RETURN_IF_ERROR(cuda_status(
+          cudaEventCreateWithFlags(&done_[b], cudaEventDisableTiming), "creating an event"));
+    }
+    return ok_status();
+  }
+
+  // Waits for this buffer's previous copy, fills it, queues its DMA.
+  Status copy(const Chunk& c) {
+    if (used_[next_]) {
+      HEARTH_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_[next_]), "uploading"));
+    }
+    std::memcpy(buf_[next_], c.src, c.bytes);
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpyAsync(c.dst, buf_[next_], c.bytes, cudaMemcpyHostToDevice, stream_),
+                    "uploading weights"));
+    HEARTH_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_[next_], stream_), "uploading"));
+    used_[next_] = true;
+    next_ ^= 1;
+    return ok_status();
+  }
+
+  Status finish() { return cuda_status(cudaStreamSynchronize(stream_), "finishing the upload"); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  void* buf_[2] = {nullptr, nullptr};
+  cudaEvent_t done_[2] = {nullptr, nullptr};
+  bool used_[2] = {false, false};
+  int next_ = 0;
+};
+
+}  // namespace
+
+Status DeviceContext::upload(std::span<const UploadJob> jobs, const UploadOptions& options) {
+  const size_t chunk_bytes = std::max<size_t>(options.chunk_bytes, 4096);
+  std::vector<Chunk> chunks;
+  size_t total = 0;
+  for (const UploadJob& j : jobs) {
+    for (size_t off = 0; off < j.bytes; off += chunk_bytes) {
+      chunks.push_back({static_cast<char*>(j.dst) + off, static_cast<const char*>(j.src) + off,
+                        std::min(chunk_bytes, j.bytes - off)});
+    }
+    total += j.bytes;
+  }
+  if (chunks.empty()) return ok_status();
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = options.threads > 0 ? options.threads : std::min(8, hw);
+  threads = std::min<int>(threads, static_cast<int>(chunks.size()));
+
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  Status first_error;
+  auto fail = [&](Status st) {
+    std::lock_guard lock(error_mutex);
+    if (first_error.ok()) first_error = std::move(st);
+    failed = true;
+  };
+  auto work = [&] {
+    Stager stager;
+    if (Status st = stager.init(device_, chunk_bytes); !st.ok()) return fail(std::move(st));
+    for (size_t i = next++; i < chunks.size() && !failed; i = next++) {
+      if (Status st = stager.copy(chunks[i]); !st.ok()) return fail(std::move(st));
+      const size_t now = done += chunks[i].bytes;
+      if (options.progress) options.progress(now, total);
+    }
+    if (Status st = stager.finish(); !st.ok()) fail(std::move(st));
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return first_error;
 }
 
 }  // namespace hearth::cuda

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -60,6 +62,20 @@ struct DeviceContextOptions {
   size_t workspace_bytes = size_t{64} << 20;  // cuBLASLt workspace
 };
 
+// One host range (pageable or memory-mapped) to copy into device memory.
+struct UploadJob {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
+
+struct UploadOptions {
+  int threads = 0;                        // 0: min(8, hardware threads)
+  size_t chunk_bytes = size_t{16} << 20;  // per pinned staging buffer (two per thread)
+  // Called from the worker threads after each chunk with the bytes done so far.
+  std::function<void(size_t done, size_t total)> progress;
+};
+
 class DeviceContext {
  public:
   static constexpr size_t kReservedBytes = size_t{1} << 30;
@@ -77,6 +93,15 @@ class DeviceContext {
 
   // Blocks until the stream's work is done; reports any asynchronous kernel error.
   Status synchronize();
+  // Makes this context's device the calling thread's current device (a thread other than
+  // the creating one must call it before launching work).
+  Status make_current() const;
+
+  // Copies every job to the device and waits for it: worker threads copy chunks of the
+  // sources into their own two pinned staging buffers and queue async copies on their own
+  // streams, so page faults on mapped files, host copies and DMA overlap (one pageable
+  // cudaMemcpy per tensor does all three in series). Independent of stream().
+  Status upload(std::span<const UploadJob> jobs, const UploadOptions& options);
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

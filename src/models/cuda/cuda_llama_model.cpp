@@ -8,13 +8,18 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <map>
 #include <numeric>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "base/clock.h"
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/bias_add.cuh"
 #include "kernels/cuda/device_context.h"
@@ -68,32 +73,56 @@ std::vector<uint16_t> to_bf16_bits(const float* v, std::size_t n) {
   return out;
 }
 
-// Uploads weights and reports progress; owns nothing but the running byte count.
+// Allocates the device tensors and queues their bytes; finish() uploads everything at once
+// (DeviceContext::upload: threads, pinned staging, async DMA). Keeps the host copies of
+// converted tensors alive until then.
 class Uploader {
  public:
-  Uploader(DeviceContext& ctx, std::size_t total, bool progress)
-      : ctx_(ctx), total_(total), progress_(progress) {}
+  Uploader(DeviceContext& ctx, std::size_t total, bool progress, int threads)
+      : ctx_(ctx), total_(total), progress_(progress), threads_(threads) {}
 
-  Result<DeviceBuffer> bytes(const void* src, std::size_t n, const std::string& what) {
-    HEARTH_ASSIGN_OR_RETURN(DeviceBuffer buf, ctx_.allocate(n, what));
-    HEARTH_RETURN_IF_ERROR(copy(buf.data(), src, n, what));
-    return buf;
-  }
-
-  Status copy(void* dst, const void* src, std::size_t n, const std::string& what) {
-    HEARTH_RETURN_IF_ERROR(
-        cuda_status(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "uploading " + what));
-    done_ += n;
-    if (progress_ && total_ > 0 && done_ * 10 / total_ != last_decile_) {
-      last_decile_ = done_ * 10 / total_;
-      spdlog::info("uploading weights: {:.1f} / {:.1f} GB", done_ / 1e9, total_ / 1e9);
-    }
+  // Queues n bytes from src (which must outlive finish()).
+  Status copy(void* dst, const void* src, std::size_t n, const std::string& /*what*/) {
+    jobs_.push_back({dst, src, n});
     return ok_status();
   }
 
+  // Queues a host copy made here (converted data).
+  Status copy_owned(void* dst, std::vector<uint16_t> bits, const std::string& what) {
+    owned_.push_back(std::move(bits));
+    return copy(dst, owned_.back().data(), owned_.back().size() * 2, what);
+  }
+
   Result<DeviceBuffer> vector(const std::vector<float>& v, const std::string& what) {
-    auto bits = to_bf16_bits(v.data(), v.size());
-    return bytes(bits.data(), bits.size() * 2, what);
+    HEARTH_ASSIGN_OR_RETURN(DeviceBuffer buf, ctx_.allocate(v.size() * 2, what));
+    HEARTH_RETURN_IF_ERROR(copy_owned(buf.data(), to_bf16_bits(v.data(), v.size()), what));
+    return buf;
+  }
+
+  // Runs every queued copy; returns when the weights are on the device.
+  Status finish() {
+    cuda::UploadOptions options;
+    options.threads = threads_;
+    std::atomic<std::size_t> last_decile{0};
+    if (progress_ && total_ > 0) {
+      options.progress = [&](std::size_t done, std::size_t) {
+        const std::size_t decile = done * 10 / total_;
+        std::size_t seen = last_decile.load();
+        if (decile > seen && last_decile.compare_exchange_strong(seen, decile)) {
+          spdlog::info("uploading weights: {:.1f} / {:.1f} GB", done / 1e9, total_ / 1e9);
+        }
+      };
+    }
+    std::size_t queued = 0;
+    for (const auto& j : jobs_) queued += j.bytes;
+    Stopwatch watch;
+    HEARTH_RETURN_IF_ERROR(ctx_.upload(jobs_, options));
+    const double s = watch.elapsed_seconds();
+    spdlog::debug("cuda load: uploaded {:.2f} GB in {:.0f} ms ({:.1f} GB/s)", queued / 1e9, s * 1e3,
+                  queued / 1e9 / std::max(s, 1e-9));
+    jobs_.clear();
+    owned_.clear();
+    return ok_status();
   }
 
   // Stacks the parts' rows into one matrix (fused q/k/v, gate/up).
@@ -125,7 +154,7 @@ class Uploader {
                                              : f16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
             bits[i] = f32_to_bf16(f);
           }
-          HEARTH_RETURN_IF_ERROR(copy(dst, bits.data(), n * 2, what));
+          HEARTH_RETURN_IF_ERROR(copy_owned(dst, std::move(bits), what));
         }
         offset += n * 2;
       }
@@ -146,8 +175,8 @@ class Uploader {
           auto* out = static_cast<uint16_t*>(dst->data()) + row * groups;
           if (f32_scales) {
             // f32 side tensors are rounded to bf16 (the GEMV reads 16-bit scales).
-            auto bits = to_bf16_bits(static_cast<const float*>(src), rows * groups);
-            HEARTH_RETURN_IF_ERROR(copy(out, bits.data(), bits.size() * 2, what));
+            HEARTH_RETURN_IF_ERROR(
+                copy_owned(out, to_bf16_bits(static_cast<const float*>(src), rows * groups), what));
           } else {
             HEARTH_RETURN_IF_ERROR(copy(out, src, rows * groups * 2, what));
           }
@@ -183,18 +212,21 @@ class Uploader {
   DeviceContext& ctx_;
   std::size_t total_;
   bool progress_;
-  std::size_t done_ = 0;
-  std::size_t last_decile_ = 0;
+  int threads_;
+  std::vector<cuda::UploadJob> jobs_;
+  std::deque<std::vector<uint16_t>> owned_;
 };
 
 class CudaLlamaModel : public Model {
  public:
-  CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx, bool compiled_decode)
+  CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx, bool compiled_decode,
+                 int upload_threads)
       : config_(std::move(config)),
         ctx_(std::move(ctx)),
         gemm_(*ctx_),
         sampler_(*ctx_),
-        compiled_decode_(compiled_decode) {}
+        compiled_decode_(compiled_decode),
+        upload_threads_(upload_threads) {}
   ~CudaLlamaModel() override { clear_graphs(); }
 
   Status load(const LlamaWeights& w, std::size_t total_bytes, bool progress);
@@ -254,6 +286,7 @@ class CudaLlamaModel : public Model {
   std::vector<DeviceLayer> layers_;
 
   bool compiled_decode_ = true;
+  int upload_threads_ = 0;
   using GraphKey = std::tuple<int, int, int, int, int, std::size_t>;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -278,7 +311,7 @@ class CudaLlamaModel : public Model {
 
 Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool progress) {
   const ModelConfig& c = config_;
-  Uploader up(*ctx_, total_bytes, progress);
+  Uploader up(*ctx_, total_bytes, progress, upload_threads_);
   Linear embed{w.embed, {}};
   HEARTH_ASSIGN_OR_RETURN(embed_, up.linear({&embed}, "model.embed_tokens"));
   if (!c.tie_word_embeddings) {
@@ -312,8 +345,11 @@ Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool
   RopeTables rope = rope_tables(c);
   rotary_dim_ = static_cast<int>(rope.inv_freq.size()) * 2;
   attention_factor_ = rope.attention_factor;
-  HEARTH_ASSIGN_OR_RETURN(
-      inv_freq_, up.bytes(rope.inv_freq.data(), rope.inv_freq.size() * 4, "rope frequencies"));
+  HEARTH_ASSIGN_OR_RETURN(inv_freq_, ctx_->allocate(rope.inv_freq.size() * 4, "rope frequencies"));
+  std::vector<uint16_t> freq_bits(rope.inv_freq.size() * 2);
+  std::memcpy(freq_bits.data(), rope.inv_freq.data(), rope.inv_freq.size() * 4);
+  HEARTH_RETURN_IF_ERROR(up.copy_owned(inv_freq_.data(), std::move(freq_bits), "rope frequencies"));
+  HEARTH_RETURN_IF_ERROR(up.finish());
   weight_bytes_ = ctx_->used();
   return ok_status();
 }
@@ -337,6 +373,7 @@ Status CudaLlamaModel::create_kv_cache(int num_blocks, int block_size) {
     return invalid_argument_error("KV cache needs positive blocks and block size, got {} x {}",
                                   num_blocks, block_size);
   }
+  HEARTH_RETURN_IF_ERROR(ctx_->make_current());
   clear_graphs();
   k_cache_.clear();
   v_cache_.clear();
@@ -597,6 +634,7 @@ MetaLayout meta_layout(int n, int num_seqs, int ld_table, int rows, std::size_t 
 
 Status CudaLlamaModel::launch(const ForwardBatch& batch) {
   HEARTH_RETURN_IF_ERROR(validate(batch));
+  HEARTH_RETURN_IF_ERROR(ctx_->make_current());  // the engine steps on its own thread
   const ModelConfig& c = config_;
   cudaStream_t st = ctx_->stream();
   const int n = static_cast<int>(batch.tokens.size());
@@ -764,22 +802,109 @@ std::optional<DeviceMemoryUsage> CudaLlamaModel::device_memory() const {
 
 }  // namespace
 
+namespace {
+
+// The host bytes of every weight matrix (in the mapped shards, mostly), in upload order.
+std::vector<std::pair<const char*, std::size_t>> weight_ranges(const LlamaWeights& w) {
+  std::vector<std::pair<const char*, std::size_t>> ranges;
+  auto add = [&ranges](const kernels::WeightMatrix& m) {
+    const std::size_t elems = static_cast<std::size_t>(m.rows) * m.cols;
+    if (!m.quantized()) {
+      ranges.emplace_back(static_cast<const char*>(m.data), elems * dtype_size(m.dtype));
+      return;
+    }
+    const std::size_t side = static_cast<std::size_t>(m.rows) * (m.cols / m.group_size);
+    ranges.emplace_back(static_cast<const char*>(m.data), elems * m.bits / 8);
+    ranges.emplace_back(static_cast<const char*>(m.scales), side * dtype_size(m.scale_dtype));
+    ranges.emplace_back(static_cast<const char*>(m.biases), side * dtype_size(m.scale_dtype));
+  };
+  add(w.embed);
+  if (w.lm_head.data != w.embed.data) add(w.lm_head);
+  for (const LlamaLayer& l : w.layers) {
+    for (const Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) add(p->w);
+  }
+  return ranges;
+}
+
+// Touches one byte per page of `ranges` on several threads until done or `stop`: maps the
+// page-cache pages of the shards while the CUDA context is being created, so the upload's
+// copies find them mapped.
+class Prefault {
+ public:
+  Prefault(std::vector<std::pair<const char*, std::size_t>> ranges, int threads)
+      : ranges_(std::move(ranges)) {
+    for (const auto& [p, n] : ranges_) {
+      for (std::size_t off = 0; off < n; off += kPiece)
+        pieces_.push_back({p + off, std::min(kPiece, n - off)});
+    }
+    for (int t = 0; t < threads; ++t) pool_.emplace_back([this] { run(); });
+  }
+  ~Prefault() { stop(); }
+  // Stops the threads (wherever they are) and returns the bytes they touched.
+  std::size_t stop() {
+    stop_ = true;
+    for (std::thread& t : pool_) t.join();
+    pool_.clear();
+    return touched_;
+  }
+
+ private:
+  static constexpr std::size_t kPiece = std::size_t{16} << 20;
+  void run() {
+    for (std::size_t i = next_++; i < pieces_.size() && !stop_; i = next_++) {
+      const auto& [p, n] = pieces_[i];
+      unsigned sum = 0;
+      for (std::size_t off = 0; off < n; off += 4096) {
+        sum += static_cast<unsigned>(*reinterpret_cast<const volatile char*>(p + off));
+      }
+      sink_ += sum;
+      touched_ += n;
+    }
+  }
+
+  std::vector<std::pair<const char*, std::size_t>> ranges_;
+  std::vector<std::pair<const char*, std::size_t>> pieces_;
+  std::vector<std::thread> pool_;
+  std::atomic<std::size_t> next_{0};
+  std::atomic<std::size_t> touched_{0};
+  std::atomic<unsigned> sink_{0};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
                                                const CudaLoadOptions& options) {
+  // The CUDA context and cuBLASLt start on their own thread (hundreds of ms) while the
+  // shards are indexed and their pages mapped in.
+  Stopwatch watch;
+  cuda::DeviceContextOptions ctx_options;
+  ctx_options.device = options.device;
+  ctx_options.memory_budget = options.memory_budget;
+  auto ctx_future = std::async(std::launch::async, [ctx_options, &watch] {
+    auto ctx = DeviceContext::create(ctx_options);
+    spdlog::debug("cuda load: device context ready at {:.0f} ms", watch.elapsed_ms());
+    return ctx;
+  });
   HEARTH_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   auto store = WeightStore::open(dir);
   if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
   auto weights = load_llama_weights(config, *store);
   if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
-  cuda::DeviceContextOptions ctx_options;
-  ctx_options.device = options.device;
-  ctx_options.memory_budget = options.memory_budget;
-  auto ctx = DeviceContext::create(ctx_options);
+  spdlog::debug("cuda load: {} indexed at {:.0f} ms", dir, watch.elapsed_ms());
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.upload_threads > 0 ? options.upload_threads : std::min(8, hw);
+  Prefault prefault(weight_ranges(*weights), threads);
+  auto ctx = ctx_future.get();
+  const std::size_t touched = prefault.stop();
+  spdlog::debug("cuda load: {:.2f} GB of pages mapped in while the context started", touched / 1e9);
   if (!ctx.ok()) return ctx.status().with_context("starting the CUDA backend");
+  HEARTH_RETURN_IF_ERROR((*ctx)->make_current());
   auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
-                                                options.compiled_decode);
+                                                options.compiled_decode, threads);
   Status st = model->load(*weights, store->total_bytes(), options.show_progress);
   if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
+  spdlog::debug("cuda load: model ready at {:.0f} ms", watch.elapsed_ms());
   return std::unique_ptr<Model>(std::move(model));
 }
 

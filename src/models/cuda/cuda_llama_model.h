@@ -24,6 +24,9 @@ struct CudaLoadOptions {
   static constexpr int kMaxGraphTokens = 8;
   static constexpr int kMaxGraphRows = 1024;
   static constexpr int kMaxGraphs = 64;
+  // Threads that map the shards' pages while the CUDA context starts, then copy them into
+  // pinned staging buffers while the DMA engine uploads earlier chunks; 0 = min(8, cores).
+  int upload_threads = 0;
 };
 
 // Loads a HuggingFace model directory onto the GPU. Errors (no device, budget too small,
