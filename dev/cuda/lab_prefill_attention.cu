@@ -712,6 +712,10 @@ __global__ void __launch_bounds__(128, 2)
   const int c = threadIdx.x % kChunks;
   const int key0 = threadIdx.x / kChunks;
   const uint32_t kv_base = smem_u32(kv_s);
+  // Power-of-two block sizes (the usual case) index the table by shift and mask.
+  const int bs_shift = (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1;
+  const int64_t slot_stride = static_cast<int64_t>(a.kv_heads) * kHeadDim;
+  const int64_t head_off = static_cast<int64_t>(kv_head) * kHeadDim + c * 8;
   auto load_tile = [&](int stage, int kt) {
 #pragma unroll
     for (int i = 0; i < kLoadPasses; ++i) {
@@ -721,9 +725,16 @@ __global__ void __launch_bounds__(128, 2)
       bool valid = j < tr0.key_hi;
       int64_t off = 0;
       if (valid) {
-        int64_t slot =
-            static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        off = (slot * a.kv_heads + kv_head) * kHeadDim + c * 8;
+        int block;
+        int within;
+        if (bs_shift >= 0) {
+          block = table[j >> bs_shift];
+          within = j & (a.block_size - 1);
+        } else {
+          block = table[j / a.block_size];
+          within = j % a.block_size;
+        }
+        off = (static_cast<int64_t>(block) * a.block_size + within) * slot_stride + head_off;
       }
       uint32_t dst = kv_base + (stage * 2 * kTileElems + key * kStride + c * 8) * 2;
       cp_async16(dst, a.k_cache + off, valid);
