@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "base/mapped_file.h"
 #include "common/model_runner.h"
 #include "engine/engine.h"
+#include "kernels/cuda/device_context.h"
 #include "models/cuda/cuda_llama_model.h"
 #include "models/device.h"
 #include "models/model.h"
@@ -198,6 +200,49 @@ TEST(CudaModel, BatchedDecodeGraphsAreBitIdenticalToEager) {
       lb = run(**graphed);
       ASSERT_EQ(la, lb) << variant << " decode step " << step;
     }
+  }
+}
+
+// DeviceContext::upload: many jobs of odd sizes, chunks smaller than most jobs, several
+// threads; every byte lands where its job says (each chunk's DMA reads its staging buffer
+// before that buffer is refilled).
+TEST(CudaModel, ParallelUploadCopiesEveryByte) {
+  auto ctx = cuda::DeviceContext::create({});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  std::vector<std::size_t> sizes = {1, 4095, 4096, 4097, 100000, 1 << 20, (3 << 20) + 17, 7, 65536};
+  std::size_t total = 0;
+  for (std::size_t n : sizes) total += n;
+  std::vector<uint8_t> host(total);
+  for (std::size_t i = 0; i < total; ++i) host[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  auto dev = (*ctx)->allocate(total, "upload test");
+  ASSERT_TRUE(dev.ok());
+  // Jobs in reverse order of their destinations, so a chunk mix-up cannot go unnoticed.
+  std::vector<cuda::UploadJob> jobs;
+  std::size_t off = 0;
+  for (std::size_t n : sizes) {
+    jobs.push_back({static_cast<char*>(dev->data()) + off, host.data() + off, n});
+    off += n;
+  }
+  std::reverse(jobs.begin(), jobs.end());
+  for (int threads : {1, 3, 8}) {
+    ASSERT_EQ(cudaMemset(dev->data(), 0, total), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the upload's streams do not wait for it
+    cuda::UploadOptions options;
+    options.threads = threads;
+    options.chunk_bytes = 64 << 10;
+    std::atomic<std::size_t> reported{0};
+    options.progress = [&](std::size_t done, std::size_t all) {
+      EXPECT_EQ(all, total);
+      std::size_t seen = reported.load();
+      while (done > seen && !reported.compare_exchange_weak(seen, done)) {
+      }
+    };
+    Status st = (*ctx)->upload(jobs, options);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(reported.load(), total);
+    std::vector<uint8_t> back(total);
+    ASSERT_EQ(cudaMemcpy(back.data(), dev->data(), total, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(back, host) << threads << " threads";
   }
 }
 
