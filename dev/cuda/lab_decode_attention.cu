@@ -401,6 +401,65 @@ __global__ void combine_kernel(PagedAttentionArgs a, const float* partial_o,
   }
 }
 
+// v2's merge: one block per (token, head); the split weights are computed once, in
+// parallel over the splits (<= kMaxSplits), then every dim sums its splits with 16 loads in
+// flight.
+constexpr int kMaxSplits = 256;
+
+__global__ void __launch_bounds__(128) combine2_kernel(PagedAttentionArgs a, const float* partial_o,
+                                                       const float* partial_ml, int skip_q_len) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float scratch[32];
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
+  if (skip_q_len > 0 && key_range_guess(a, t).q_len >= skip_q_len) return;
+  const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
+  const int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
+  float m[kMaxSplits / 128];
+  float l[kMaxSplits / 128];
+  float big_m = -INFINITY;
+#pragma unroll
+  for (int u = 0; u < kMaxSplits / 128; ++u) {
+    int s = threadIdx.x + u * 128;
+    m[u] = -INFINITY;
+    l[u] = 0.0f;
+    if (s < a.num_splits) {
+      float2 ml = *reinterpret_cast<const float2*>(&partial_ml[2 * (s * stride + base)]);
+      m[u] = ml.x;
+      l[u] = ml.y;
+    }
+    if (l[u] > 0.0f) big_m = fmaxf(big_m, m[u]);
+  }
+  big_m = detail::block_max(big_m, scratch);
+  float total = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kMaxSplits / 128; ++u) {
+    float w = l[u] > 0.0f ? l[u] * exp2f(m[u] - big_m) : 0.0f;
+    w_s[threadIdx.x + u * 128] = w;
+    total += w;
+  }
+  total = detail::block_sum(total, scratch);  // its barriers also publish w_s
+  const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+  for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
+    float o = 0.0f;
+    for (int s0 = 0; s0 < a.num_splits; s0 += 16) {
+      float v[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        int s = s0 + u;
+        v[u] = s < a.num_splits ? partial_o[(s * stride + base) * a.head_dim + i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        if (s0 + u < a.num_splits) o += w_s[s0 + u] * v[u];
+      }
+    }
+    a.out[t * a.ld_out + h * a.head_dim + i] = __float2bfloat16(o * inv_total);
+  }
+}
+
+// Splits rounded down to a power of two: few distinct values, so a growing context reuses
+// the same captured decode graph for long stretches.
 int gqa_num_splits(int tokens, int q_heads, int kv_heads, int max_kv_len, int sm_count) {
   int group = q_heads / kv_heads;
   int64_t blocks = static_cast<int64_t>(tokens) * kv_heads * ((group + 7) / 8);
@@ -408,7 +467,10 @@ int gqa_num_splits(int tokens, int q_heads, int kv_heads, int max_kv_len, int sm
   if (blocks >= 2LL * sm_count) return 1;
   int splits = static_cast<int>((wanted + blocks - 1) / blocks);
   int by_length = std::max(1, max_kv_len / (kWarps * kKeysPerWarp));
-  return std::max(1, std::min(std::min(splits, by_length), 128));
+  int n = std::max(1, std::min(std::min(splits, by_length), 128));
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
 }
 
 template <int kHeadDim, bool kPrefetch>
@@ -421,7 +483,9 @@ cudaError_t gqa_launch(const PagedAttentionArgs& a, cudaStream_t stream) {
   dim3 grid(a.tokens, a.kv_heads * ((group + kGroupHeads - 1) / kGroupHeads), a.num_splits);
   gqa_decode_kernel<kHeadDim, kPrefetch>
       <<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
-  if (a.num_splits > 1) {
+  if (a.num_splits > 1 && kPrefetch) {
+    combine2_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, partial_o, partial_ml, 0);
+  } else if (a.num_splits > 1) {
     combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, partial_o, partial_ml, 0);
   }
   return cudaGetLastError();
@@ -867,7 +931,7 @@ void run() {
     }
     int h = gqa_num_splits(s.tokens, c.q_heads, c.kv_heads, s.max_kv, sms);
     std::vector<int> tries = {h};
-    for (int x : {1, 2, 4, 16, 32, 64, 128}) {
+    for (int x : {1, 2, 4, 8, 16, 32, 64, 128}) {
       if (x != h && x * 64 <= s.max_kv && (x <= 4 || s.tokens <= 16)) tries.push_back(x);
     }
     using Fn = cudaError_t (*)(const PagedAttentionArgs&, cudaStream_t);
