@@ -92,11 +92,14 @@ case "${1:-}" in
     cp "$bundle"/tokenizer.json "$bundle"/tokenizer_config.json "$dir/" 2>/dev/null
     cat "$dir"/*.safetensors > /dev/null  # warm page cache, as the anchors' peers had
     hearth="$bundle/hearth"
-    # Process start to first token: one greedy token of a short prompt, whole process timed.
-    for i in 1 2; do
+    # Process start to first token: one greedy token of a short prompt, whole process timed;
+    # the third run logs its load phases at debug level (timestamps align with the date line).
+    for i in 1 2 3; do
+      debug=(); [[ $i == 3 ]] && debug=(--log-level debug)
+      echo "process_start $(date +%T.%N)" >> "$out/product.log"
       t0=$(date +%s.%N)
       "$hearth" generate "$dir" --raw -p "The capital of France is" --max-tokens 1 --temperature 0 \
-        --device cuda > /dev/null 2>> "$out/product.log"
+        --device cuda "${debug[@]}" > /dev/null 2>> "$out/product.log"
       t1=$(date +%s.%N)
       echo "start_to_first_token_process_s $(python3 -c "print(round($t1 - $t0, 3))")" | tee -a "$out/product.log"
     done
@@ -104,6 +107,14 @@ case "${1:-}" in
     "$hearth" benchmark "$dir" --device cuda --compiled-decode off --prompt-tokens 128 --tokens 128 --runs 2 2>&1 | tee -a "$out/product.log"
     "$hearth" benchmark "$dir" --device cuda --prompt-tokens 128 --tokens 128 --runs 3 \
       --concurrency "${CONCURRENCY:-1,8,32,64,256}" --prefix-tokens 8175 --json 2>&1 | tee "$out/product.json"
+    # Engine levers at 64 and 256 concurrent: step token budget 512 / 8192 (default 2048 on a
+    # GPU), and CUDA graphs off (batched decode steps run eagerly).
+    for extra in "--max-batched-tokens 512" "--max-batched-tokens 8192" "--compiled-decode off"; do
+      echo "===== engine $extra" | tee -a "$out/product_engine.log"
+      # shellcheck disable=SC2086
+      "$hearth" benchmark "$dir" --device cuda --prompt-tokens 128 --tokens 128 --runs 1 \
+        --concurrency 64,256 $extra 2>&1 | tee -a "$out/product_engine.log"
+    done
     ;;
   *)
     echo "usage: $0 bundle [build-dir] | run [all|kernels|model] | model [dir] | product [dir]" >&2
