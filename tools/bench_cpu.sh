@@ -7,7 +7,9 @@
 #       the native one dies with SIGILL there) plus the non-system shared libraries it needs
 #       and the Llama 3 tokenizer to .carry/cpu, shipped as .carry/cpu.tar.xz (carry that)
 #   tools/bench_cpu.sh run    (GPU machine, repo root) make the model with transformers,
-#       convert it with `hearth convert`, run `hearth benchmark --device cpu`; logs to $OUT
+#       convert it with `hearth convert`, run `hearth benchmark --device cpu`; logs to $OUT.
+#       The 8/4-bit runs pass --cpu-int8-dot $CPU_INT8_DOT (default on: int8 activations x
+#       quantized weights on VNNI); CPU_INT8_DOT=both runs each of them off, then on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=.carry/cpu
@@ -70,22 +72,32 @@ EOF
         --force 2>&1 | tee -a "$log"
     done
     # (a) 2 cores pinned, pp128 / tg32; (b) 16 threads, pp512 / tg64. 2 timed runs each.
+    dot=${CPU_INT8_DOT:-on}
+    [[ $dot == both ]] && dots=(off on) || dots=("$dot")
+    runs=()
     for variant in "" -q8 -q4; do
       for mode in a b; do
-        if [[ $mode == a ]]; then
-          cmd=(taskset -c 0,1 "$hearth" benchmark "$dir$variant" --device cpu --threads 2
-            --prompt-tokens 128 --tokens 32 --runs 2 --json)
-        else
-          cmd=("$hearth" benchmark "$dir$variant" --device cpu --threads 16
-            --prompt-tokens 512 --tokens 64 --runs 2 --json)
-        fi
-        if (( SECONDS + 30 > ${DEADLINE:-100000} )); then
-          echo "== skipped (deadline): ${cmd[*]}" | tee -a "$log"
-          continue
-        fi
-        echo "== ${cmd[*]}" | tee -a "$log"
-        h timeout "${STEP_TIMEOUT:-90}" "${cmd[@]}" 2>> "$log" | tee -a "$out/results.jsonl"
+        if [[ -z $variant ]]; then runs+=("- $mode -"); continue; fi  # bf16: no flag
+        for d in "${dots[@]}"; do runs+=("$variant $mode $d"); done
       done
+    done
+    for run in "${runs[@]}"; do
+      read -r variant mode d <<< "$run"
+      [[ $variant == - ]] && variant=""
+      if [[ $mode == a ]]; then
+        cmd=(taskset -c 0,1 "$hearth" benchmark "$dir$variant" --device cpu --threads 2
+          --prompt-tokens 128 --tokens 32 --runs 2 --json)
+      else
+        cmd=("$hearth" benchmark "$dir$variant" --device cpu --threads 16
+          --prompt-tokens 512 --tokens 64 --runs 2 --json)
+      fi
+      [[ $d != - ]] && cmd+=(--cpu-int8-dot "$d")
+      if (( SECONDS + 30 > ${DEADLINE:-100000} )); then
+        echo "== skipped (deadline): ${cmd[*]}" | tee -a "$log"
+        continue
+      fi
+      echo "== ${cmd[*]}" | tee -a "$log"
+      h timeout "${STEP_TIMEOUT:-90}" "${cmd[@]}" 2>> "$log" | tee -a "$out/results.jsonl"
     done
     echo "total ${SECONDS} s" | tee -a "$log"
     ;;
