@@ -75,7 +75,7 @@ EOF
     dot=${CPU_INT8_DOT:-on}
     [[ $dot == both ]] && dots=(off on) || dots=("$dot")
     runs=()
-    for variant in "" -q8 -q4; do
+    for variant in -q8 -q4 ""; do  # quantized first: the deadline cuts bf16
       for mode in a b; do
         if [[ -z $variant ]]; then runs+=("- $mode -"); continue; fi  # bf16: no flag
         for d in "${dots[@]}"; do runs+=("$variant $mode $d"); done
