@@ -7,12 +7,15 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 #include <random>
 
 #include "base/clock.h"
 #include "engine/benchmark.h"
 #include "engine/engine.h"
+#include "fake_model.h"
 #include "models/model.h"
 
 namespace hearth::engine {
@@ -288,6 +291,89 @@ int step_overhead(const Args& args) {
   return 0;
 }
 
+// Records when the first token arrived and lets the caller wait for the finish.
+class FirstTokenSink : public RequestSink {
+ public:
+  void on_tokens(std::span<const int32_t>, std::span<const TokenLogprobs>) override {
+    std::lock_guard lock(mutex_);
+    if (first_ns_ == 0) first_ns_ = monotonic_ns();
+  }
+  void on_finish(const FinishInfo&) override {
+    std::lock_guard lock(mutex_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  int64_t wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return done_; });
+    return first_ns_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int64_t first_ns_ = 0;
+};
+
+// The engine's host path of a cached-prefix request: a prefix of --prompt-tokens random
+// tokens is computed once, then prefix + 16 tokens is submitted and timed from submit to
+// its first token. The model is the test FakeModel (vocab 128256, no weights), so what is
+// left after the time inside forward() is hashing, prefix lookup, admission, scheduling,
+// the host argmax over the vocabulary and the hand-offs between threads.
+int prefix_host(const Args& args) {
+  constexpr int32_t kVocab = 128256;
+  constexpr int kSuffix = 16;
+  const int context = args.prompt_tokens + kSuffix + 1;
+  auto timed = std::make_unique<TimedModel>(std::make_unique<testing::FakeModel>(kVocab, context));
+  TimedModel* timed_raw = timed.get();
+  const int blocks = 4 * ((context + 15) / 16);
+  auto engine =
+      Engine::create(std::move(timed), {.max_batch = 8, .block_size = 16, .num_blocks = blocks});
+  if (!engine.ok()) {
+    fmt::print(stderr, "{}\n", engine.status().to_string());
+    return 1;
+  }
+  std::mt19937_64 rng(1);
+  std::vector<double> host_ms, forward_ms, ttft_ms;
+  for (int run = -1; run < args.runs; ++run) {
+    std::vector<int32_t> prefix(static_cast<size_t>(args.prompt_tokens));
+    for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % kVocab);
+    auto first_token_ms = [&](std::vector<int32_t> prompt, double* forward) -> Result<double> {
+      auto sink = std::make_shared<FirstTokenSink>();
+      SamplingParams params;
+      params.temperature = 0;
+      params.ignore_eos = true;
+      params.max_tokens = 1;
+      const int64_t f0 = timed_raw->forward_ns;
+      const int64_t t0 = monotonic_ns();
+      HEARTH_RETURN_IF_ERROR((*engine)->submit(std::move(prompt), params, sink).status());
+      const int64_t first = sink->wait();
+      *forward = static_cast<double>(timed_raw->forward_ns - f0) * 1e-6;
+      return static_cast<double>(first - t0) * 1e-6;
+    };
+    double cold_forward = 0, warm_forward = 0;
+    auto cold = first_token_ms(prefix, &cold_forward);
+    std::vector<int32_t> with_suffix = prefix;
+    for (int i = 0; i < kSuffix; ++i) with_suffix.push_back(static_cast<int32_t>(rng() % kVocab));
+    auto warm = first_token_ms(with_suffix, &warm_forward);
+    if (!cold.ok() || !warm.ok()) {
+      fmt::print(stderr, "{}\n", (cold.ok() ? warm.status() : cold.status()).to_string());
+      return 1;
+    }
+    if (run < 0) continue;
+    ttft_ms.push_back(*warm);
+    forward_ms.push_back(warm_forward);
+    host_ms.push_back(*warm - warm_forward);
+  }
+  fmt::print(
+      "prefix {} + {} tokens (cached {} blocks of 16), {} runs: TTFT median {:.3f} ms, inside "
+      "forward {:.3f} ms, engine host path {:.3f} ms (max {:.3f})\n",
+      args.prompt_tokens, kSuffix, args.prompt_tokens / 16, args.runs, median(ttft_ms),
+      median(forward_ms), median(host_ms), *std::max_element(host_ms.begin(), host_ms.end()));
+  return 0;
+}
+
 }  // namespace
 }  // namespace hearth::engine
 
@@ -295,8 +381,8 @@ int main(int argc, char** argv) {
   hearth::engine::Args args;
   std::string mode = "lone";
   CLI::App app("hearth engine measurements");
-  app.add_option("mode", mode, "lone | block-sizes | overhead")->required();
-  app.add_option("model", args.model, "Model directory")->required();
+  app.add_option("mode", mode, "lone | block-sizes | overhead | prefix-host")->required();
+  app.add_option("model", args.model, "Model directory (not for prefix-host)");
   app.add_option("--threads", args.threads, "CPU threads (0: all)");
   app.add_option("--prompt-tokens", args.prompt_tokens, "Prompt length");
   app.add_option("--tokens", args.tokens, "Decoded tokens per run");
@@ -307,6 +393,7 @@ int main(int argc, char** argv) {
   if (mode == "lone") return hearth::engine::compare_lone(args);
   if (mode == "block-sizes") return hearth::engine::compare_block_sizes(args);
   if (mode == "overhead") return hearth::engine::step_overhead(args);
+  if (mode == "prefix-host") return hearth::engine::prefix_host(args);
   fmt::print(stderr, "unknown mode {}\n", mode);
   return 2;
 }
