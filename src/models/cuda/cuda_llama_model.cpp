@@ -227,7 +227,14 @@ class CudaLlamaModel : public Model {
         sampler_(*ctx_),
         compiled_decode_(compiled_decode),
         upload_threads_(upload_threads) {}
-  ~CudaLlamaModel() override { clear_graphs(); }
+  ~CudaLlamaModel() override {
+    Stopwatch watch;
+    clear_graphs();
+    layers_.clear();
+    k_cache_.clear();
+    v_cache_.clear();
+    spdlog::debug("cuda model: weights and KV freed in {:.0f} ms", watch.elapsed_ms());
+  }
 
   Status load(const LlamaWeights& w, std::size_t total_bytes, bool progress);
 
