@@ -247,6 +247,27 @@ TEST(Engine, SizesThePoolFromDeviceMemoryAndTheMemoryBudget) {
   EXPECT_NE(engine.status().message().find("--memory-budget"), std::string::npos);
 }
 
+// The step token budget defaults to max(2048, batch) for a model on a GPU (it reports its
+// device memory) and max(512, batch) on CPU; an explicit budget is kept.
+TEST(Engine, DefaultsTheStepBudgetByBackend) {
+  struct DeviceFake : FakeModel {
+    using FakeModel::FakeModel;
+    std::optional<DeviceMemoryUsage> device_memory() const override {
+      return DeviceMemoryUsage{.total_bytes = 1'000'000, .free_bytes = 1'000'000};
+    }
+  };
+  FakeModel cpu(kVocab, 1000);
+  DeviceFake gpu(kVocab, 1000);
+  EngineOptions options{.max_batch = 4, .block_size = 10, .num_blocks = 100};
+  EXPECT_EQ(plan_scheduler(cpu, options)->max_batched_tokens, kDefaultCpuBatchedTokens);
+  EXPECT_EQ(plan_scheduler(gpu, options)->max_batched_tokens, kDefaultGpuBatchedTokens);
+  options.max_batch = 3000;  // every running sequence's decode row fits in one step
+  EXPECT_EQ(plan_scheduler(cpu, options)->max_batched_tokens, 3000);
+  EXPECT_EQ(plan_scheduler(gpu, options)->max_batched_tokens, 3000);
+  options.max_batched_tokens = 700;
+  EXPECT_EQ(plan_scheduler(gpu, options)->max_batched_tokens, 700);
+}
+
 TEST(ThroughputMeter, RatesCoverOnlyTheWindow) {
   constexpr int64_t kS = 1'000'000'000;
   ThroughputMeter meter(2.0);  // 2 s window
