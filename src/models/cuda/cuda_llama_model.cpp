@@ -228,6 +228,7 @@ class CudaLlamaModel : public Model {
         compiled_decode_(compiled_decode),
         upload_threads_(upload_threads) {}
   ~CudaLlamaModel() override {
+    if (host_release_.valid()) host_release_.wait();
     Stopwatch watch;
     clear_graphs();
     layers_.clear();
@@ -237,6 +238,15 @@ class CudaLlamaModel : public Model {
   }
 
   Status load(const LlamaWeights& w, std::size_t total_bytes, bool progress);
+  // Drops the mapped shards on a background thread (joined by the destructor).
+  void release_host_weights(std::unique_ptr<std::pair<WeightStore, LlamaWeights>> host) {
+    host_release_ = std::async(std::launch::async, [h = std::move(host)]() mutable {
+      Stopwatch watch;
+      h.reset();
+      spdlog::debug("cuda load: shards unmapped in {:.0f} ms (in the background)",
+                    watch.elapsed_ms());
+    });
+  }
 
   const ModelConfig& config() const override { return config_; }
   Status create_kv_cache(int num_blocks, int block_size) override;
@@ -294,6 +304,7 @@ class CudaLlamaModel : public Model {
 
   bool compiled_decode_ = true;
   int upload_threads_ = 0;
+  std::future<void> host_release_;
   using GraphKey = std::tuple<int, int, int, int, int, std::size_t>;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -912,6 +923,10 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
   Status st = model->load(*weights, store->total_bytes(), options.show_progress);
   if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
   spdlog::debug("cuda load: model ready at {:.0f} ms", watch.elapsed_ms());
+  // Unmapping the shards (millions of mapped pages) runs beside the first steps.
+  auto host = std::make_unique<std::pair<WeightStore, LlamaWeights>>(std::move(store).value(),
+                                                                     std::move(weights).value());
+  model->release_host_weights(std::move(host));
   return std::unique_ptr<Model>(std::move(model));
 }
 
