@@ -15,6 +15,7 @@
 #include "dev/cuda/fill.cuh"
 #include "dev/cuda/lab.h"
 #include "kernels/cuda/affine_quant.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gated_activation.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
@@ -56,35 +57,473 @@ constexpr int kWarps = kThreads / 32;
 
 __device__ __forceinline__ float to_f(Bf16 v) { return __bfloat162float(v); }
 
+// ==== CANDIDATE (generated from the working src/kernels/cuda/affine_quant.cu) ====
+namespace cand {
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kUnroll = 4;                         // 16-byte weight loads in flight per lane
+constexpr size_t kMaxGemvSmem = size_t{96} << 10;  // x rows per launch are capped to fit
+
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// A chunk is one 16-byte word of packed weights: 32 values at 4 bits, 16 at 8 bits. Its x
+// values live in kSlots 16-byte slots of half pairs, in the order the unpacking makes them.
+template <int kBits>
+struct Chunk {
+  static constexpr int kValues = 128 / kBits;
+  static constexpr int kSlots = kBits == 4 ? 4 : 2;
+  static constexpr size_t kSmemPerRow = kSlots * 16 + sizeof(float2);  // per chunk and x row
+};
+
+__device__ __forceinline__ uint32_t half2_bits(__half2 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ __half2 bits_half2(uint32_t v) {
+  return *reinterpret_cast<__half2*>(&v);
+}
+
+// x [rows, k] -> shared: slots [rows][kSlots][chunks] (uint4) then stats [rows][chunks]
+// (float2: 2^e, Σx). Each chunk's x is divided by 2^e, its largest |x| rounded down to a
+// power of two, so the halves lie in (-2, 2): no overflow, full 11-bit precision whatever
+// the activations' range. One thread per (row, chunk).
+template <int kBits>
+__device__ __forceinline__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int chunks,
+                                        uint4* slots, float2* stats) {
+  using C = Chunk<kBits>;
+  for (int u = threadIdx.x; u < rows * chunks; u += blockDim.x) {
+    const int r = u / chunks;
+    const int c = u - r * chunks;
+    float v[C::kValues];
+    detail::load_bf16<C::kValues>(x + r * ldx + c * C::kValues, v);
+    float amax = 0.0f;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < C::kValues; ++i) {
+      amax = fmaxf(amax, fabsf(v[i]));
+      sum += v[i];
+    }
+    // Zero or subnormal amax: the chunk adds nothing through the dot (scale 0); inf/NaN:
+    // the scale carries it into the output.
+    const uint32_t ebits = __float_as_uint(amax) & 0x7F800000u;
+    float scale = 0.0f;
+    float inv = 0.0f;
+    if (ebits == 0x7F800000u) {
+      scale = amax;
+    } else if (ebits != 0) {
+      scale = __uint_as_float(ebits);
+      inv = __uint_as_float(0x7F000000u - ebits);
+    }
+    stats[r * chunks + c] = make_float2(scale, sum);
+    uint4* dst = slots + r * C::kSlots * chunks + c;
+#pragma unroll
+    for (int j = 0; j < C::kSlots; ++j) {
+      const float* p = v + 8 * j;
+      uint4 o;
+      if constexpr (kBits == 4) {  // word j = values 8j..8j+7: pairs (0,4) (1,5) (2,6) (3,7)
+        o.x = half2_bits(__floats2half2_rn(p[0] * inv, p[4] * inv));
+        o.y = half2_bits(__floats2half2_rn(p[1] * inv, p[5] * inv));
+        o.z = half2_bits(__floats2half2_rn(p[2] * inv, p[6] * inv));
+        o.w = half2_bits(__floats2half2_rn(p[3] * inv, p[7] * inv));
+      } else {  // words 2j, 2j+1 = values 8j..8j+7: pairs (0,2) (1,3) per word
+        o.x = half2_bits(__floats2half2_rn(p[0] * inv, p[2] * inv));
+        o.y = half2_bits(__floats2half2_rn(p[1] * inv, p[3] * inv));
+        o.z = half2_bits(__floats2half2_rn(p[4] * inv, p[6] * inv));
+        o.w = half2_bits(__floats2half2_rn(p[5] * inv, p[7] * inv));
+      }
+      dst[j * chunks] = o;
+    }
+  }
+}
+
+// Σ q·x' of one chunk against one staged x row (`xs` = the chunk's slot 0; slots `stride`
+// apart). (w & 0x000F000F) | 0x64006400 is the half pair 1024 + q exactly; nibbles one
+// position up give 1024 + 16q, undone by one HFMA2. 8 bits: PRMT puts bytes under 0x64.
+// Products and 8-term sums in half (|q·x'| < 30, or 510 at 8 bits).
+template <int kBits>
+__device__ __forceinline__ float chunk_dot(const uint4& p, const uint4* xs, int stride) {
+  const __half2 k1024 = bits_half2(0x64006400u);
+  __half2 a0 = bits_half2(0u);
+  __half2 a1 = bits_half2(0u);
+  const uint32_t words[4] = {p.x, p.y, p.z, p.w};
+  if constexpr (kBits == 4) {
+    const __half2 k16th = bits_half2(0x2C002C00u);   // 1/16
+    const __half2 kneg64 = bits_half2(0xD400D400u);  // -64
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 xv = xs[j * stride];
+      const uint32_t t = words[j];
+      const uint32_t t8 = t >> 8;
+      const __half2 q0 = __hsub2(bits_half2((t & 0x000F000Fu) | 0x64006400u), k1024);
+      const __half2 q1 = __hfma2(bits_half2((t & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
+      const __half2 q2 = __hsub2(bits_half2((t8 & 0x000F000Fu) | 0x64006400u), k1024);
+      const __half2 q3 = __hfma2(bits_half2((t8 & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
+      a0 = __hfma2(q0, bits_half2(xv.x), a0);
+      a1 = __hfma2(q1, bits_half2(xv.y), a1);
+      a0 = __hfma2(q2, bits_half2(xv.z), a0);
+      a1 = __hfma2(q3, bits_half2(xv.w), a1);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint4 xv = xs[j * stride];
+      const uint32_t t0 = words[2 * j];
+      const uint32_t t1 = words[2 * j + 1];
+      const __half2 q0 = __hsub2(bits_half2(__byte_perm(t0, 0x64646464u, 0x4240)), k1024);
+      const __half2 q1 = __hsub2(bits_half2(__byte_perm(t0, 0x64646464u, 0x4341)), k1024);
+      const __half2 q2 = __hsub2(bits_half2(__byte_perm(t1, 0x64646464u, 0x4240)), k1024);
+      const __half2 q3 = __hsub2(bits_half2(__byte_perm(t1, 0x64646464u, 0x4341)), k1024);
+      a0 = __hfma2(q0, bits_half2(xv.x), a0);
+      a1 = __hfma2(q1, bits_half2(xv.y), a1);
+      a0 = __hfma2(q2, bits_half2(xv.z), a0);
+      a1 = __hfma2(q3, bits_half2(xv.w), a1);
+    }
+  }
+  const float2 f = __half22float2(__hadd2(a0, a1));
+  return f.x + f.y;
+}
+
+// Read-once weights: non-coherent, no L1 allocation.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// A CTA takes tiles of kWarpsPerBlock / kSplit output features; kSplit warps share a row
+// (each owns every kSplit-th run of 32 chunks) and add their sums through shared memory.
+template <int kBits, int kRows, typename ScaleT, typename OutT, int kSplit>
+__global__ void __launch_bounds__(kThreads, kRows <= 2 ? 4 : 2)
+    affine_gemv_kernel(AffineQuantWeight w, const __nv_bfloat16* x, int64_t ldx, OutT* y,
+                       int64_t ldy) {
+  using C = Chunk<kBits>;
+  constexpr int kRowsPerTile = kWarpsPerBlock / kSplit;
+  constexpr int kStride = 32 * kSplit;
+  extern __shared__ uint4 smem[];
+  __shared__ float partial[kWarpsPerBlock][kRows];
+  const int chunks = w.k / C::kValues;
+  uint4* slots = smem;
+  float2* stats = reinterpret_cast<float2*>(smem + kRows * C::kSlots * chunks);
+  stage_x<kBits>(x, ldx, kRows, chunks, slots, stats);
+  __syncthreads();
+
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int sub = warp % kSplit;
+  const int first = sub * 32 + lane;
+  const int group_shift = __ffs(w.group_size / C::kValues) - 1;
+  const int groups = w.k / w.group_size;
+  const int tiles = (w.n + kRowsPerTile - 1) / kRowsPerTile;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform per CTA
+    const int n = tile * kRowsPerTile + warp / kSplit;
+    float acc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+    if (n < w.n) {
+      const uint4* wrow =
+          reinterpret_cast<const uint4*>(w.packed) + static_cast<int64_t>(n) * chunks;
+      const ScaleT* srow = static_cast<const ScaleT*>(w.scales) + static_cast<int64_t>(n) * groups;
+      const ScaleT* brow = static_cast<const ScaleT*>(w.biases) + static_cast<int64_t>(n) * groups;
+      for (int c0 = first; c0 < chunks; c0 += kStride * kUnroll) {
+        uint4 p[kUnroll];
+        float s[kUnroll];
+        float b[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int c = c0 + u * kStride;
+          if (c < chunks) {
+            p[u] = load_stream(wrow + c);
+            s[u] = to_float(srow[c >> group_shift]);
+            b[u] = to_float(brow[c >> group_shift]);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int c = c0 + u * kStride;
+          if (c < chunks) {
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              const float dot = chunk_dot<kBits>(p[u], slots + r * C::kSlots * chunks + c, chunks);
+              const float2 st = stats[r * chunks + c];
+              acc[r] = fmaf(s[u] * st.x, dot, fmaf(b[u], st.y, acc[r]));
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = detail::warp_sum(acc[r]);
+    if constexpr (kSplit > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) partial[warp][r] = acc[r];
+      }
+      __syncthreads();
+      if (sub == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          float v = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kSplit; ++i) v += partial[warp + i][r];
+          acc[r] = v;
+        }
+      }
+      __syncthreads();
+    }
+    if (sub == 0 && lane == 0 && n < w.n) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if constexpr (sizeof(OutT) == 4) {
+          y[r * ldy + n] = acc[r];
+        } else {
+          y[r * ldy + n] = __float2bfloat16(acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// One word per thread, scalar stores: any ld_out / alignment.
+template <int kBits, typename ScaleT>
+__global__ void affine_dequantize_kernel(AffineQuantWeight w, __nv_bfloat16* out, int64_t ld_out) {
+  constexpr int kPerWord = 32 / kBits;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  int64_t words_per_row = w.k / kPerWord;
+  int64_t total = words_per_row * w.n;
+  int groups = w.k / w.group_size;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t n = idx / words_per_row;
+    int col = static_cast<int>(idx % words_per_row) * kPerWord;
+    int g = col / w.group_size;
+    float s = to_float(static_cast<const ScaleT*>(w.scales)[n * groups + g]);
+    float b = to_float(static_cast<const ScaleT*>(w.biases)[n * groups + g]);
+    uint32_t word = w.packed[idx];
+#pragma unroll
+    for (int j = 0; j < kPerWord; ++j) {
+      out[n * ld_out + col + j] =
+          __float2bfloat16(s * static_cast<float>((word >> (kBits * j)) & kMask) + b);
+    }
+  }
+}
+
+// One 16-byte packed chunk per thread, 16-byte streaming stores (out 16-byte aligned,
+// ld_out % 8 == 0); the same arithmetic, so the same bits, as the scalar kernel.
+template <int kBits, typename ScaleT>
+__global__ void affine_dequantize_chunk_kernel(AffineQuantWeight w, __nv_bfloat16* out,
+                                               int64_t ld_out) {
+  using C = Chunk<kBits>;
+  constexpr int kPerWord = 32 / kBits;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  const int chunks = w.k / C::kValues;
+  const int groups = w.k / w.group_size;
+  const int64_t total = static_cast<int64_t>(chunks) * w.n;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = idx / chunks;
+    const int c = static_cast<int>(idx - n * chunks);
+    const uint4 p = load_stream(reinterpret_cast<const uint4*>(w.packed) + idx);
+    const int g = c * C::kValues / w.group_size;
+    const float s = to_float(static_cast<const ScaleT*>(w.scales)[n * groups + g]);
+    const float b = to_float(static_cast<const ScaleT*>(w.biases)[n * groups + g]);
+    const uint32_t words[4] = {p.x, p.y, p.z, p.w};
+    uint4* dst = reinterpret_cast<uint4*>(out + n * ld_out + static_cast<int64_t>(c) * C::kValues);
+#pragma unroll
+    for (int i = 0; i < C::kValues / 8; ++i) {
+      uint32_t o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int v0 = i * 8 + 2 * j;
+        const int v1 = v0 + 1;
+        const float f0 =
+            s * static_cast<float>((words[v0 / kPerWord] >> (kBits * (v0 % kPerWord))) & kMask) + b;
+        const float f1 =
+            s * static_cast<float>((words[v1 / kPerWord] >> (kBits * (v1 % kPerWord))) & kMask) + b;
+        const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
+        o[j] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+      __stcs(dst + i, make_uint4(o[0], o[1], o[2], o[3]));
+    }
+  }
+}
+
+// Warps per output row: enough (row, part) tasks for ~2 tasks per resident warp slot on
+// small matrices; whole rows per warp once there are plenty.
+int pick_split(int n, int sm_count, int blocks_per_sm) {
+  const int64_t slots =
+      static_cast<int64_t>(std::max(1, sm_count)) * blocks_per_sm * kWarpsPerBlock;
+  if (n >= 4 * slots) return 1;
+  if (n >= 2 * slots) return 2;
+  return 4;
+}
+
+template <int kBits, int kRows, typename ScaleT, typename OutT>
+cudaError_t launch_gemv_rows(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx,
+                             OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
+  using C = Chunk<kBits>;
+  constexpr int kBlocksPerSm = kRows <= 2 ? 4 : 2;
+  const size_t smem = static_cast<size_t>(kRows) * (w.k / C::kValues) * C::kSmemPerRow;
+  const int split = pick_split(w.n, sm_count, kBlocksPerSm);
+  void (*kernel)(AffineQuantWeight, const __nv_bfloat16*, int64_t, OutT*, int64_t) =
+      split == 1   ? affine_gemv_kernel<kBits, kRows, ScaleT, OutT, 1>
+      : split == 2 ? affine_gemv_kernel<kBits, kRows, ScaleT, OutT, 2>
+                   : affine_gemv_kernel<kBits, kRows, ScaleT, OutT, 4>;
+  if (smem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  const int rows_per_tile = kWarpsPerBlock / split;
+  const int tiles = detail::ceil_div(w.n, rows_per_tile);
+  const int grid = std::min(tiles, std::max(1, sm_count) * kBlocksPerSm);
+  kernel<<<grid, kThreads, smem, stream>>>(w, x, ldx, y, ldy);
+  return cudaGetLastError();
+}
+
+// x rows in batches small enough for the staged x to fit in shared memory (one launch for
+// every decode shape; more only for many rows of a very wide k).
+template <int kBits, typename ScaleT, typename OutT>
+cudaError_t launch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                        OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
+  const size_t per_row =
+      static_cast<size_t>(w.k / Chunk<kBits>::kValues) * Chunk<kBits>::kSmemPerRow;
+  int device = 0;
+  int optin = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (err != cudaSuccess) return err;
+  const size_t limit = std::min(kMaxGemvSmem, static_cast<size_t>(optin) - 1024);
+  const int batch = static_cast<int>(std::min<size_t>(m, limit / per_row));
+  if (batch < 1) return cudaErrorInvalidValue;  // k too wide for one staged x row
+  for (int r0 = 0; r0 < m; r0 += batch) {
+    const int rows = std::min(batch, m - r0);
+    const __nv_bfloat16* xr = x + r0 * ldx;
+    OutT* yr = y + r0 * ldy;
+    switch (rows) {
+#define HEARTH_GEMV_CASE(R)                                                                \
+  case R:                                                                                  \
+    err = launch_gemv_rows<kBits, R, ScaleT, OutT>(w, xr, ldx, yr, ldy, sm_count, stream); \
+    break;
+      HEARTH_GEMV_CASE(1)
+      HEARTH_GEMV_CASE(2)
+      HEARTH_GEMV_CASE(3)
+      HEARTH_GEMV_CASE(4)
+      HEARTH_GEMV_CASE(5)
+      HEARTH_GEMV_CASE(6)
+      HEARTH_GEMV_CASE(7)
+      HEARTH_GEMV_CASE(8)
+#undef HEARTH_GEMV_CASE
+      default:
+        return cudaErrorInvalidValue;
+    }
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+bool valid_weight(const AffineQuantWeight& w) {
+  return (w.bits == 4 || w.bits == 8) &&
+         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.n > 0 && w.k > 0 &&
+         w.k % w.group_size == 0 && w.packed != nullptr && w.scales != nullptr &&
+         w.biases != nullptr;
+}
+
+template <typename OutT>
+cudaError_t dispatch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                          OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
+  if (w.bits == 4) {
+    return w.f16_scales ? launch_gemv<4, __half>(w, x, ldx, m, y, ldy, sm_count, stream)
+                        : launch_gemv<4, __nv_bfloat16>(w, x, ldx, m, y, ldy, sm_count, stream);
+  }
+  return w.f16_scales ? launch_gemv<8, __half>(w, x, ldx, m, y, ldy, sm_count, stream)
+                      : launch_gemv<8, __nv_bfloat16>(w, x, ldx, m, y, ldy, sm_count, stream);
+}
+
+cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                        void* y, int64_t ldy, bool y_f32, int sm_count, cudaStream_t stream) {
+  if (!valid_weight(w) || m < 1 || m > kAffineGemvMaxRows || ldx < w.k || ldy < w.n ||
+      ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.packed) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (y_f32) return dispatch_gemv(w, x, ldx, m, static_cast<float*>(y), ldy, sm_count, stream);
+  return dispatch_gemv(w, x, ldx, m, static_cast<__nv_bfloat16*>(y), ldy, sm_count, stream);
+}
+
+cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,
+                              cudaStream_t stream) {
+  if (!valid_weight(w) || ld_out < w.k) return cudaErrorInvalidValue;
+  const bool chunked = ld_out % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(w.packed) % 16 == 0;
+  if (chunked) {
+    const int64_t chunks = static_cast<int64_t>(w.n) * (w.k * w.bits / 128);
+    const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 65536));
+    if (w.bits == 4) {
+      if (w.f16_scales) {
+        affine_dequantize_chunk_kernel<4, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+      } else {
+        affine_dequantize_chunk_kernel<4, __nv_bfloat16>
+            <<<blocks, 256, 0, stream>>>(w, out, ld_out);
+      }
+    } else if (w.f16_scales) {
+      affine_dequantize_chunk_kernel<8, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+    } else {
+      affine_dequantize_chunk_kernel<8, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+    }
+    return cudaGetLastError();
+  }
+  int64_t words = static_cast<int64_t>(w.n) * (w.k * w.bits / 32);
+  int blocks = static_cast<int>(std::min<int64_t>((words + 255) / 256, 65536));
+  if (w.bits == 4) {
+    if (w.f16_scales) {
+      affine_dequantize_kernel<4, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+    } else {
+      affine_dequantize_kernel<4, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+    }
+  } else if (w.f16_scales) {
+    affine_dequantize_kernel<8, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+  } else {
+    affine_dequantize_kernel<8, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace cand
+// ==== END CANDIDATE ====
+
 // ---------------------------------------------------------------------------------------
 // Reference: one warp per row, every value decoded on its own in f32.
-template <typename OutT>
-__global__ void ref_kernel(AffineQuantWeight w, const Bf16* x, int64_t ldx, int m, OutT* y,
-                           int64_t ldy) {
-  int n = blockIdx.x * kWarps + threadIdx.x / 32;
-  int lane = threadIdx.x & 31;
-  if (n >= w.n) return;
+template <typename ScaleT>
+__device__ float ref_dot(const AffineQuantWeight& w, int n, const Bf16* xr, int lane) {
   const int per_word = 32 / w.bits;
   const uint32_t mask = (1u << w.bits) - 1;
   const int groups = w.k / w.group_size;
   const uint32_t* row = w.packed + int64_t(n) * (w.k / per_word);
-  const Bf16* s = static_cast<const Bf16*>(w.scales) + int64_t(n) * groups;
-  const Bf16* b = static_cast<const Bf16*>(w.biases) + int64_t(n) * groups;
+  const ScaleT* s = static_cast<const ScaleT*>(w.scales) + int64_t(n) * groups;
+  const ScaleT* b = static_cast<const ScaleT*>(w.biases) + int64_t(n) * groups;
+  float acc = 0.0f;
+  for (int i = lane; i < w.k; i += 32) {
+    uint32_t q = (row[i / per_word] >> (w.bits * (i % per_word))) & mask;
+    int g = i / w.group_size;
+    acc += (float(s[g]) * float(q) + float(b[g])) * __bfloat162float(xr[i]);
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  return acc;
+}
+
+__global__ void ref_kernel(AffineQuantWeight w, const Bf16* x, int64_t ldx, int m, float* y,
+                           int64_t ldy) {
+  int n = blockIdx.x * kWarps + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (n >= w.n) return;
   for (int r = 0; r < m; ++r) {
-    float acc = 0.0f;
-    for (int i = lane; i < w.k; i += 32) {
-      uint32_t q = (row[i / per_word] >> (w.bits * (i % per_word))) & mask;
-      int g = i / w.group_size;
-      acc += (to_f(s[g]) * float(q) + to_f(b[g])) * to_f(x[r * ldx + i]);
-    }
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) {
-      if constexpr (sizeof(OutT) == 4) {
-        y[r * ldy + n] = acc;
-      } else {
-        y[r * ldy + n] = __float2bfloat16(acc);
-      }
-    }
+    float v = w.f16_scales ? ref_dot<__half>(w, n, x + r * ldx, lane)
+                           : ref_dot<Bf16>(w, n, x + r * ldx, lane);
+    if (lane == 0) y[r * ldy + n] = v;
   }
 }
 
@@ -511,8 +950,8 @@ class Lab {
     DeviceBuffer want = raw(size_t(q.n) * 4);
     DeviceBuffer got = raw(size_t(q.n) * 4);
     CK(cudaMemsetAsync(got.data(), 0xff, size_t(q.n) * 4, st_));
-    ref_kernel<float><<<(q.n + kWarps - 1) / kWarps, kThreads, 0, st_>>>(w, x.as<Bf16>(), q.k, 1,
-                                                                         want.as<float>(), q.n);
+    ref_kernel<<<(q.n + kWarps - 1) / kWarps, kThreads, 0, st_>>>(w, x.as<Bf16>(), q.k, 1,
+                                                                  want.as<float>(), q.n);
     CK(cudaGetLastError());
     fn(w, x.as<Bf16>(), got.data(), f32);
     std::vector<float> a(q.n);
@@ -571,6 +1010,123 @@ class Lab {
           err);
       std::fflush(stdout);
     }
+  }
+
+  // The src candidate over the gtest-like cases: every bits / group / scale type, 1-8 x rows,
+  // odd n and k, row batching, bf16 and f32 outputs, x with outliers; plus its dequantize
+  // against the src one (bit-exact).
+  int sweep_candidate() {
+    struct Case {
+      int bits, group, n, k, m;
+      bool f16, outliers;
+    };
+    const Case cases[] = {
+        {4, 64, 769, 4160, 1, false, false},   {4, 32, 5125, 1024, 3, true, false},
+        {4, 128, 1024, 5120, 8, false, false}, {8, 64, 769, 4160, 2, false, false},
+        {8, 32, 333, 2080, 5, true, false},    {8, 128, 4096, 1024, 1, false, false},
+        {4, 64, 17001, 1024, 1, false, false}, {8, 32, 9001, 2048, 4, true, false},
+        {4, 64, 96, 14336, 8, false, false},   {8, 128, 65, 30720, 7, false, false},
+        {4, 64, 512, 4096, 2, false, true},    {8, 64, 512, 4096, 1, true, true},
+        {4, 64, 6144, 4096, 1, false, false},  {4, 64, 4096, 14336, 1, false, true}};
+    int failures = 0;
+    for (const Case& c : cases) {
+      const int groups = c.k / c.group;
+      DeviceBuffer packed = raw(size_t(c.n) * c.k * c.bits / 8 + 16);
+      CK(fill_random_u32(packed.as<uint32_t>(), size_t(c.n) * c.k * c.bits / 32, seed_++, st_));
+      DeviceBuffer sb = raw(size_t(c.n) * groups * 4 + 16);
+      {
+        // Scales ~0.01, biases ~0.08, as bf16 or f16 (converted on the host).
+        std::vector<Bf16> h(size_t(c.n) * groups * 2);
+        DeviceBuffer tmp = bf16(h.size(), 1.0f);
+        CK(cudaMemcpyAsync(h.data(), tmp.data(), h.size() * 2, cudaMemcpyDeviceToHost, st_));
+        CK(cudaStreamSynchronize(st_));
+        std::vector<uint16_t> out(h.size());
+        for (size_t i = 0; i < h.size(); ++i) {
+          float v = __bfloat162float(h[i]) * (i < h.size() / 2 ? 0.01f : 0.08f);
+          if (c.f16) {
+            __half t = __float2half(v);
+            out[i] = *reinterpret_cast<uint16_t*>(&t);
+          } else {
+            Bf16 t = __float2bfloat16(v);
+            out[i] = *reinterpret_cast<uint16_t*>(&t);
+          }
+        }
+        CK(cudaMemcpy(sb.data(), out.data(), out.size() * 2, cudaMemcpyHostToDevice));
+      }
+      AffineQuantWeight w{packed.as<uint32_t>(),
+                          sb.data(),
+                          static_cast<uint16_t*>(sb.data()) + size_t(c.n) * groups,
+                          c.f16,
+                          c.n,
+                          c.k,
+                          c.bits,
+                          c.group};
+      const int64_t ldx = c.k + 8;
+      const int64_t ldy = c.n + 1;
+      DeviceBuffer x = bf16(size_t(c.m) * ldx, 2.0f);
+      if (c.outliers) {
+        std::vector<Bf16> hx(c.k);
+        CK(cudaMemcpy(hx.data(), x.data(), c.k * 2, cudaMemcpyDeviceToHost));
+        hx[5] = __float2bfloat16(3000.0f);
+        for (int i = 64; i < 96; ++i) hx[i] = __float2bfloat16(0.0f);
+        for (int i = 96; i < 128; ++i) hx[i] = __float2bfloat16(__bfloat162float(hx[i]) * 1e-30f);
+        CK(cudaMemcpy(x.data(), hx.data(), c.k * 2, cudaMemcpyHostToDevice));
+      }
+      DeviceBuffer want = raw(size_t(c.m) * ldy * 4);
+      ref_kernel<<<(c.n + kWarps - 1) / kWarps, kThreads, 0, st_>>>(w, x.as<Bf16>(), ldx, c.m,
+                                                                    want.as<float>(), ldy);
+      CK(cudaGetLastError());
+      std::vector<float> ref(size_t(c.m) * ldy);
+      CK(cudaMemcpyAsync(ref.data(), want.data(), ref.size() * 4, cudaMemcpyDeviceToHost, st_));
+      double errs[2] = {0, 0};
+      for (int f32 = 0; f32 < 2; ++f32) {
+        DeviceBuffer y = raw(size_t(c.m) * ldy * 4);
+        CK(cudaMemsetAsync(y.data(), 0xff, size_t(c.m) * ldy * 4, st_));
+        CK(cand::affine_gemv(w, x.as<Bf16>(), ldx, c.m, y.data(), ldy, f32 == 1, sms_, st_));
+        std::vector<float> got(size_t(c.m) * ldy);
+        if (f32) {
+          CK(cudaMemcpyAsync(got.data(), y.data(), got.size() * 4, cudaMemcpyDeviceToHost, st_));
+          CK(cudaStreamSynchronize(st_));
+        } else {
+          std::vector<Bf16> h(got.size());
+          CK(cudaMemcpyAsync(h.data(), y.data(), h.size() * 2, cudaMemcpyDeviceToHost, st_));
+          CK(cudaStreamSynchronize(st_));
+          for (size_t i = 0; i < h.size(); ++i) got[i] = __bfloat162float(h[i]);
+        }
+        double num = 0, den = 0;
+        for (int r = 0; r < c.m; ++r) {
+          for (int i = 0; i < c.n; ++i) {
+            double a = ref[r * ldy + i], b = got[r * ldy + i];
+            if (!std::isfinite(b)) num = INFINITY;
+            num += (a - b) * (a - b);
+            den += a * a;
+          }
+        }
+        errs[f32] = std::sqrt(num / std::max(den, 1e-30));
+      }
+      // Dequantize: the candidate against src, every value.
+      size_t diff = 0;
+      if (size_t(c.n) * c.k <= (size_t{64} << 20)) {
+        DeviceBuffer a = raw(size_t(c.n) * c.k * 2);
+        DeviceBuffer b = raw(size_t(c.n) * c.k * 2);
+        CK(affine_dequantize(w, a.as<Bf16>(), c.k, st_));
+        CK(cand::affine_dequantize(w, b.as<Bf16>(), c.k, st_));
+        std::vector<uint16_t> ha(size_t(c.n) * c.k), hb(ha.size());
+        CK(cudaMemcpyAsync(ha.data(), a.data(), ha.size() * 2, cudaMemcpyDeviceToHost, st_));
+        CK(cudaMemcpyAsync(hb.data(), b.data(), hb.size() * 2, cudaMemcpyDeviceToHost, st_));
+        CK(cudaStreamSynchronize(st_));
+        for (size_t i = 0; i < ha.size(); ++i) diff += ha[i] != hb[i];
+      }
+      const bool ok = errs[0] < 4e-3 && errs[1] < 1.5e-3 && diff == 0;
+      failures += !ok;
+      std::printf(
+          "  check %d-bit g%-3d n=%5d k=%5d m=%d %s%s: rel err bf16 out %.2e (tol 4e-3), f32 out "
+          "%.2e (tol 1.5e-3); dequantize differs in %zu values  %s\n",
+          c.bits, c.group, c.n, c.k, c.m, c.f16 ? "f16" : "bf16", c.outliers ? " outliers" : "",
+          errs[0], errs[1], diff, ok ? "ok" : "FAILED");
+      std::fflush(stdout);
+    }
+    return failures;
   }
 
   void dequant_shape(int n, int k, int bits, double copy_bw) {
@@ -818,8 +1374,15 @@ int run() {
   using I4 = std::integral_constant<int, 4>;
   using H = std::false_type;  // packed-half math
   using F = std::true_type;   // f32 math
+  auto candidate = [&](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
+    CK(cand::affine_gemv(w, x, w.k, 1, y, w.n, f32, sms, st));
+  };
+  std::printf("== candidate for src: correctness sweep against the reference kernel\n");
+  const int failures = lab.sweep_candidate();
+  std::printf("candidate sweep: %d failures\n", failures);
   std::vector<std::pair<std::string, Lab::GemvFn>> variants = {
       {"base (src)", base},
+      {"candidate (src-to-be)", candidate},
       {"h2 s1 u4 persist4", h2(I1{}, I4{}, 4, H{})},
       {"h2 s1 u4 all-ctas", h2(I1{}, I4{}, 0, H{})},
       {"h2 s2 u2 persist4", h2(I2{}, I2{}, 4, H{})},
@@ -840,6 +1403,7 @@ int run() {
   std::printf("== decode step\n");
   decode_step(lab, copy_bw,
               {{"base (src)", base},
+               {"candidate", candidate},
                {"h2 s1 u4 p4", h2(I1{}, I4{}, 4, H{})},
                {"h2 s2 u2 p4", h2(I2{}, I2{}, 4, H{})},
                {"f32 s1 u4 p4", h2(I1{}, I4{}, 4, F{})}});
