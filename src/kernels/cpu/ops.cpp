@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/matvec_rows.h"
 #include "kernels/cpu/prefill_tile.h"
@@ -432,6 +433,7 @@ void silu_mul(CpuContext& ctx, const float* gate, const float* up, int64_t rows,
 }
 
 void paged_attention(CpuContext& ctx, const PagedAttentionArgs& a) {
+  if (paged_attention_avx512(ctx, a)) return;
   // One work item per (token, head); tokens are found through a prefix table.
   std::vector<int32_t> token_seq;
   for (int s = 0; s < a.num_sequences; ++s) {
