@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/vec_math.h"
+
 namespace hearth::kernels::cpu {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -20,24 +22,6 @@ namespace {
 
 constexpr int kKeys = 16;         // keys per block: one vector of scores
 constexpr int kQueryTokens = 16;  // tokens per work item (x the GQA group = query rows)
-
-// e^x for x <= 0 (below -87: ~1e-38): x = n ln2 + r, e^r by Cephes' expf polynomial
-// (relative error ~2e-7), times 2^n by scalef.
-inline __m512 exp_neg_ps(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
 
 // Transposes 16 rows of 16 floats held in registers: r[c] becomes column c.
 inline void transpose16(__m512 r[16]) {
@@ -143,7 +127,7 @@ void attend_item(const PagedAttentionArgs& a, const AttentionSequence& seq, int3
       const float m_new = std::max(st.max[r], block_max);
       const float corr = std::exp(st.max[r] - m_new);  // 0 on the first visible block
       const __m512 p =
-          _mm512_maskz_mov_ps(visible, exp_neg_ps(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
+          _mm512_maskz_mov_ps(visible, exp_ps(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
       st.sum[r] = st.sum[r] * corr + _mm512_reduce_add_ps(p);
       st.max[r] = m_new;
       alignas(64) float pk[kKeys];

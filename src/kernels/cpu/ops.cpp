@@ -18,6 +18,7 @@
 #include "kernels/cpu/matvec_rows.h"
 #include "kernels/cpu/prefill_tile.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace hearth::kernels::cpu {
 
@@ -420,7 +421,17 @@ void rope(CpuContext& ctx, float* x, const int32_t* positions, int64_t tokens, i
 void silu_mul(CpuContext& ctx, const float* gate, const float* up, int64_t rows, int64_t dim,
               float* out) {
   auto body = [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
+    int64_t i = a;
+#ifdef HEARTH_CPU_AVX512
+    for (; i + 16 <= b; i += 16) {
+      const __m512 g = _mm512_loadu_ps(gate + i);
+      const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+      _mm512_storeu_ps(out + i,
+                       _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(e, _mm512_set1_ps(1.0f))),
+                                     _mm512_loadu_ps(up + i)));
+    }
+#endif
+    for (; i < b; ++i) {
       float g = gate[i];
       out[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
