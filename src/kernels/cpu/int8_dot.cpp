@@ -69,9 +69,10 @@ inline __mmask16 lanes_mask(int64_t n) {
 
 // 4-bit codes unpack a chunk of 2n columns (n bytes) as [n low nibbles | n high nibbles],
 // i.e. columns [0, 2, .., 2n-2, 1, 3, .., 2n-1]. Quantized activations are stored in the same
-// order so byte t of an unpacked chunk meets byte t of the activations. `chunk` is 64 (decode:
-// one zmm of codes) or 32 (the GEMM with 32-column groups, so each group stays contiguous); a
-// row whose length is not a multiple of 64 ends in a 32-column chunk.
+// order so byte t of an unpacked chunk meets byte t of the activations. `chunk` is 128 (decode
+// with groups of 64 or multiples of 128: one zmm of packed codes), 64 (decode with 32-column
+// groups: one zmm of unpacked codes) or 32 (the GEMM with 32-column groups, so each group
+// stays contiguous); a row ends in smaller chunks where its length is not a multiple.
 void permute_even_odd(int8_t* q, int64_t cols, int chunk) {
   alignas(64) uint8_t idx64[64];
   alignas(32) uint8_t idx32[32];
@@ -86,7 +87,21 @@ void permute_even_odd(int8_t* q, int64_t cols, int chunk) {
   const __m512i p64 = _mm512_load_si512(idx64);
   const __m256i p32 = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx32));
   int64_t c = 0;
-  if (chunk == 64) {
+  if (chunk == 128) {
+    // Evens of 128 bytes are idx64[0..31] over both halves: byte 2t of (a, b) for t < 64.
+    alignas(64) uint8_t even[64], odd[64];
+    for (int t = 0; t < 64; ++t) {
+      even[t] = static_cast<uint8_t>(2 * t);
+      odd[t] = static_cast<uint8_t>(2 * t + 1);
+    }
+    const __m512i pe = _mm512_load_si512(even), po = _mm512_load_si512(odd);
+    for (; c + 128 <= cols; c += 128) {
+      const __m512i a = _mm512_loadu_si512(q + c), b = _mm512_loadu_si512(q + c + 64);
+      _mm512_storeu_si512(q + c, _mm512_permutex2var_epi8(a, pe, b));
+      _mm512_storeu_si512(q + c + 64, _mm512_permutex2var_epi8(a, po, b));
+    }
+  }
+  if (chunk >= 64) {
     for (; c + 64 <= cols; c += 64) {
       _mm512_storeu_si512(q + c, _mm512_permutexvar_epi8(p64, _mm512_loadu_si512(q + c)));
     }
@@ -184,7 +199,48 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
   for (int j = 0; j < R; ++j) {
     for (int i = 0; i < M; ++i) acc[j][i] = _mm512_setzero_ps();
   }
-  if (group >= 64) {
+  if (Bits == 4 && (group == 64 || group % 128 == 0)) {
+    // 128 columns per step from one 64-byte load of codes: low nibbles (even columns) and
+    // high nibbles (odd) each meet 64 activations (chunk-128 order); with groups of 64 the
+    // upper eight lanes belong to the second group.
+    const __m512i mask = _mm512_set1_epi8(0x0f);
+    int64_t c = 0;
+    for (; c + 128 <= cols; c += 128) {
+      const int64_t g = c / group;
+      __m512i xl[M], xh[M];
+      for (int i = 0; i < M; ++i) {
+        xl[i] = _mm512_loadu_si512(xq + i * cols + c);
+        xh[i] = _mm512_loadu_si512(xq + i * cols + c + 64);
+      }
+      for (int j = 0; j < R; ++j) {
+        const __m512i b = _mm512_loadu_si512(q + j * row_bytes + c / 2);
+        const __m512i lo = _mm512_and_si512(b, mask);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), mask);
+        for (int i = 0; i < M; ++i) {
+          const __m512i dp = _mm512_dpbusd_epi32(
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xl[i]), hi, xh[i]);
+          const float* f = cs + (j * M + i) * groups + g;
+          const __m512 sc = group == 64
+                                ? _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(f[0]),
+                                                       _mm512_set1_ps(f[1]))
+                                : _mm512_set1_ps(f[0]);
+          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[j][i]);
+        }
+      }
+    }
+    if (c < cols) {  // one 64-column group left (chunk-64 order)
+      const int64_t g = c / group;
+      for (int j = 0; j < R; ++j) {
+        const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
+        for (int i = 0; i < M; ++i) {
+          const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qv,
+                                                 _mm512_loadu_si512(xq + i * cols + c));
+          acc[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp),
+                                      _mm512_set1_ps(cs[(j * M + i) * groups + g]), acc[j][i]);
+        }
+      }
+    }
+  } else if (group >= 64) {
     for (int64_t g = 0; g < groups; ++g) {
       __m512i dp[R][M];
       for (int j = 0; j < R; ++j) {
@@ -290,6 +346,11 @@ void matvec_range(const WeightMatrix& w, int64_t m, const int8_t* xq, const floa
   }
 }
 
+// The permute_even_odd chunk of the decode kernels (dot_rows) for w.
+int decode_chunk(const WeightMatrix& w) {
+  return w.bits == 4 && (w.group_size == 64 || w.group_size % 128 == 0) ? 128 : 64;
+}
+
 void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   const int64_t groups = w.cols / w.group_size;
   thread_local std::vector<int8_t> xq;
@@ -298,8 +359,8 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
   d.resize(static_cast<std::size_t>(m * groups));
   sums.resize(d.size());
   for (int64_t i = 0; i < m; ++i) {
-    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits, 64, xq.data() + i * w.cols,
-                 d.data() + i * groups, sums.data() + i * groups, 1);
+    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits, decode_chunk(w),
+                 xq.data() + i * w.cols, d.data() + i * groups, sums.data() + i * groups, 1);
   }
   const int8_t* q = xq.data();
   const float* dp = d.data();
