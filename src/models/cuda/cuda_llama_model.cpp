@@ -749,10 +749,12 @@ Status CudaLlamaModel::launch(const ForwardBatch& batch) {
   const StepShape shape{n,       num_seqs, ld_table, splits,   rows,   m.tokens, m.pos,
                         m.slots, m.qs,     m.kv,     m.tables, m.rows, m.freq};
   if (rows == 0 || !compiled_decode_) return run_step(shape);
-  if (n <= CudaLoadOptions::kMaxGraphTokens) return run_graph(shape);
-  // Larger decode-only steps (one token per sequence, e.g. a busy engine's batch) are
-  // captured once their shape repeats, so a one-off shape never pays for a capture.
-  if (num_seqs == n && n <= CudaLoadOptions::kMaxGraphRows) {
+  // Small steps and decode-only steps (one token per sequence, e.g. a busy engine's batch)
+  // are captured once their shape repeats, so a one-off shape (a short prompt's prefill)
+  // never pays for a capture.
+  const bool graphable = n <= CudaLoadOptions::kMaxGraphTokens ||
+                         (num_seqs == n && n <= CudaLoadOptions::kMaxGraphRows);
+  if (graphable) {
     if (graphs_.contains(shape.key())) return run_graph(shape);
     if (seen_.size() >= 4 * static_cast<std::size_t>(CudaLoadOptions::kMaxGraphs)) seen_.clear();
     if (++seen_[shape.key()] >= 2) {

@@ -16,10 +16,11 @@ struct CudaLoadOptions {
   int device = 0;
   std::size_t memory_budget = 0;  // bytes; 0 = the device's free memory minus a reserve
   bool show_progress = false;     // log upload progress (info level)
-  // Capture decode steps as CUDA graphs and replay them: every step of up to kMaxGraphTokens
-  // tokens, and decode-only steps (one token per sequence) of up to kMaxGraphRows rows once
-  // their shape has been seen twice. At most kMaxGraphs graphs are kept (least recently used
-  // evicted). The output is bit-identical to eager execution (same kernels, same arguments).
+  // Capture decode steps as CUDA graphs and replay them: steps of up to kMaxGraphTokens
+  // tokens and decode-only steps (one token per sequence) of up to kMaxGraphRows rows, from
+  // the second step of the same shape on. At most kMaxGraphs graphs are kept (least recently
+  // used evicted). The output is bit-identical to eager execution (same kernels, same
+  // arguments).
   bool compiled_decode = true;
   static constexpr int kMaxGraphTokens = 8;
   static constexpr int kMaxGraphRows = 1024;
