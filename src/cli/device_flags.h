@@ -13,7 +13,7 @@
 namespace hearth::cli {
 
 // --cpu-int8-dot's default (on | off): int8 activations x quantized weights on CPU.
-inline constexpr const char* kCpuInt8DotDefault = "off";
+inline constexpr const char* kCpuInt8DotDefault = "on";
 
 struct DeviceArgs {
   std::string device = "auto";                    // auto | cuda | cpu

@@ -58,7 +58,9 @@ struct LoadOptions {
   bool compiled_decode = true;  // kCuda: replay decode steps as CUDA graphs
   bool show_progress = false;   // kCuda: log weight-upload progress
   // kCpu: quantized weights multiply activations rounded to int8 per group with integer dot
-  // products (AVX512-VNNI); ignored where the CPU lacks them. Changes outputs slightly.
+  // products (AVX512-VNNI); ignored where the CPU lacks them. Changes outputs slightly, so off
+  // here (library callers and the parity tests get f32 compute); the CLI's --cpu-int8-dot
+  // turns it on by default.
   bool cpu_int8_dot = false;
 };
 

@@ -115,7 +115,8 @@ TEST(ConvertCli, QuantizedGreedyTokensEqualTransformersOnDequantizedWeights) {
     const json& prompt = goldens()["prompts"][variant["greedy_prompt"].get<int>()];
     CliRun gen = hearth("generate " + quote(dst.string()) + " --prompt " +
                         quote(prompt["text"].get<std::string>()) +
-                        " --raw --temperature 0 --ignore-eos --max-tokens 24 --json --threads 1");
+                        " --raw --temperature 0 --ignore-eos --max-tokens 24 --json --threads 1"
+                        " --cpu-int8-dot off");  // f32 activations, as transformers ran
     ASSERT_EQ(gen.exit_code, 0) << gen.err;
     const json out = json::parse(gen.out);
     EXPECT_EQ(out["token_ids"].get<std::vector<int32_t>>(),
