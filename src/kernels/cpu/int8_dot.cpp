@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/vec_math.h"
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512VNNI__) && defined(__AVX512VBMI__)
 #define HEARTH_CPU_VNNI 1
@@ -488,18 +490,38 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
   int8_t* xtp = xt.data();
   float* dsp = ds.data();
   float* gsp = gs.data();
+  // 16 rows at a time (chunks start at multiples of 16): quantized into `tile` [16, cols],
+  // then 16 x 16 blocks of 32-bit words transposed in registers into xt.
   ctx.pool.parallel_for(mp, 16, [&](int64_t a, int64_t b) {
-    thread_local std::vector<int8_t> row;
-    row.resize(static_cast<std::size_t>(cols));
-    for (int64_t i = a; i < b; ++i) {
-      if (i < m) {
-        quantize_row(x + i * cols, cols, group, w.bits, chunk, row.data(), dsp + i, gsp + i, mp);
-      } else {
-        std::fill(row.begin(), row.end(), int8_t{0});
-        for (int64_t g = 0; g < groups; ++g) dsp[g * mp + i] = gsp[g * mp + i] = 0.0f;
+    thread_local std::vector<int8_t> tile;
+    tile.resize(static_cast<std::size_t>(16 * cols));
+    const int64_t words = cols / 4;
+    for (int64_t i0 = a; i0 < b; i0 += 16) {
+      for (int64_t i = i0; i < i0 + 16; ++i) {
+        int8_t* row = tile.data() + (i - i0) * cols;
+        if (i < m) {
+          quantize_row(x + i * cols, cols, group, w.bits, chunk, row, dsp + i, gsp + i, mp);
+        } else {
+          std::fill(row, row + cols, int8_t{0});
+          for (int64_t g = 0; g < groups; ++g) dsp[g * mp + i] = gsp[g * mp + i] = 0.0f;
+        }
       }
-      for (int64_t kk = 0; kk < cols / 4; ++kk)
-        std::memcpy(xtp + (kk * mp + i) * 4, &row[kk * 4], 4);
+      int64_t kk = 0;
+      for (; kk + 16 <= words; kk += 16) {
+        __m512 r[16];
+        for (int t = 0; t < 16; ++t) {
+          r[t] = _mm512_castsi512_ps(_mm512_loadu_si512(tile.data() + t * cols + kk * 4));
+        }
+        transpose16(r);
+        for (int c = 0; c < 16; ++c) {
+          _mm512_storeu_si512(xtp + ((kk + c) * mp + i0) * 4, _mm512_castps_si512(r[c]));
+        }
+      }
+      for (; kk < words; ++kk) {
+        for (int t = 0; t < 16; ++t) {
+          std::memcpy(xtp + (kk * mp + i0 + t) * 4, tile.data() + t * cols + kk * 4, 4);
+        }
+      }
     }
   });
   const int64_t block_cols = std::max<int64_t>(group, kBlockCols / group * group);
@@ -518,9 +540,13 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
       for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
         const int64_t r1 = std::min(b, r0 + kBlockRows);
         for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t g = 0; g < ng; ++g) {
-            ws[(r - r0) * bg + g] = read_scalar(w.scales, w.scale_dtype, r * groups + g0 + g);
-            wb[(r - r0) * bg + g] = read_scalar(w.biases, w.scale_dtype, r * groups + g0 + g);
+          for (int64_t g = 0; g < ng; g += 16) {
+            const __mmask16 k = lanes_mask(ng - g);
+            const int64_t at = r * groups + g0 + g;
+            float* wsr = ws.data() + (r - r0) * bg + g;
+            float* wbr = wb.data() + (r - r0) * bg + g;
+            _mm512_mask_storeu_ps(wsr, k, load_side16(w.scales, w.scale_dtype, at, k));
+            _mm512_mask_storeu_ps(wbr, k, load_side16(w.biases, w.scale_dtype, at, k));
           }
         }
         const uint8_t* codes = bytes + r0 * row_bytes + c0;
