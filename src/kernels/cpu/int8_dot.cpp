@@ -44,12 +44,11 @@ namespace {
 constexpr int64_t kMatVecRows = 4;
 // Below this many multiply-adds a decode call runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
-// GEMM blocking: weight rows per block (a multiple of kTileRows), columns per block (whole
-// groups; a [kBlockRows, kBlockCols] block of codes and a [kBlockCols, 32] tile of
-// activations stay in L1/L2), activation rows per micro-tile.
+// GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows;
+// a block's codes, <= 48 x 8 KiB, stay in L2 while every activation tile passes), activation
+// rows per tile (a [cols, 32] tile is <= 256 KiB for 8192 columns).
 constexpr int kTileRows = 6;
 constexpr int64_t kBlockRows = 48;
-constexpr int64_t kBlockCols = 1024;
 constexpr int64_t kActTile = 32;
 
 // One side tensor (scales or biases) of a quantized matrix: lanes [at, at + 16) under mask k
@@ -383,71 +382,66 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
 
 // ---- prefill: register-tiled GEMM ----
 
-// y[l * y_stride + j] (+)= Σ over the groups of one column block, for R weight rows and 16 V
-// activation rows: codes of row j at w + j * w_stride (u8, the block's columns, 4-bit in
-// permute order); xt holds the activations as [kcols / 4, mp, 4] int8 from this tile's first
-// row, so one vector is 16 rows x 4 columns and one broadcast 32-bit word of a weight row
-// meets it in `vpdpbusd`; ds / gs: [groups, mp] activation scales and sums; ws / wb: [R,
-// wg_stride] weight scales and biases of the block's groups. Each group's s32 sums are folded
-// into f32 accumulators: acc += s_j · d_l · Σ(q·xq) + b_j · sum_l. Rows l < valid are stored.
-template <int R, int V>
-void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t kcols, int group, const int8_t* xt,
-               int64_t mp, const float* ds, const float* gs, const float* ws, const float* wb,
-               int64_t wg_stride, int64_t valid, bool accumulate, float* y, int64_t y_stride) {
+// y[l * y_stride + j] = Σ_g s_jg · d_lg · Σ(q·xq) + b_jg · sum_lg over all groups, for R weight
+// rows and 16 V activation rows of one tile: codes of row j at w + j * w_stride (u8, 4-bit in
+// permute order); xt is the tile's activations as [cols / 4, kActTile, 4] int8, so one vector
+// is 16 rows x 4 columns and one broadcast 32-bit word of a weight row meets it in
+// `vpdpbusd`; ds / gs: [groups, ds_stride] activation scales and sums from the tile's first
+// row; ws / wb: [R, groups] weight scales and biases. Steps = group / 4 (0: `group` at run
+// time). Rows l < valid are stored.
+template <int R, int V, int Steps>
+void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, const int8_t* xt,
+               const float* ds, const float* gs, int64_t ds_stride, const float* ws,
+               const float* wb, int64_t valid, float* y, int64_t y_stride) {
+  const int steps = Steps > 0 ? Steps : group / 4;
   __m512 acc[R][V];
   for (int j = 0; j < R; ++j) {
     for (int v = 0; v < V; ++v) acc[j][v] = _mm512_setzero_ps();
   }
-  const int64_t groups = kcols / group;
-  const int steps = group / 4;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i dp[R][V];
     for (int j = 0; j < R; ++j) {
       for (int v = 0; v < V; ++v) dp[j][v] = _mm512_setzero_si512();
     }
-    const int64_t k0 = g * steps;
-    for (int64_t kk = k0; kk < k0 + steps; ++kk) {
+    const int8_t* xg = xt + g * steps * kActTile * 4;
+    const uint8_t* wg = w + g * steps * 4;
+    for (int kk = 0; kk < steps; ++kk) {
       __m512i xv[V];
-      for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_si512(xt + (kk * mp + 16 * v) * 4);
+      for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_si512(xg + (kk * kActTile + 16 * v) * 4);
       for (int j = 0; j < R; ++j) {
         int32_t word;
-        std::memcpy(&word, w + j * w_stride + kk * 4, 4);
+        std::memcpy(&word, wg + j * w_stride + kk * 4, 4);
         const __m512i wv = _mm512_set1_epi32(word);
         for (int v = 0; v < V; ++v) dp[j][v] = _mm512_dpbusd_epi32(dp[j][v], wv, xv[v]);
       }
     }
     for (int v = 0; v < V; ++v) {
-      const __m512 dv = _mm512_loadu_ps(ds + g * mp + 16 * v);
-      const __m512 sv = _mm512_loadu_ps(gs + g * mp + 16 * v);
+      const __m512 dv = _mm512_loadu_ps(ds + g * ds_stride + 16 * v);
+      const __m512 sv = _mm512_loadu_ps(gs + g * ds_stride + 16 * v);
       for (int j = 0; j < R; ++j) {
         const __m512 part = _mm512_mul_ps(_mm512_cvtepi32_ps(dp[j][v]), dv);
-        acc[j][v] = _mm512_fmadd_ps(part, _mm512_set1_ps(ws[j * wg_stride + g]), acc[j][v]);
-        acc[j][v] = _mm512_fmadd_ps(sv, _mm512_set1_ps(wb[j * wg_stride + g]), acc[j][v]);
+        acc[j][v] = _mm512_fmadd_ps(part, _mm512_set1_ps(ws[j * groups + g]), acc[j][v]);
+        acc[j][v] = _mm512_fmadd_ps(sv, _mm512_set1_ps(wb[j * groups + g]), acc[j][v]);
       }
     }
   }
   alignas(64) float lanes[16 * V];
   for (int j = 0; j < R; ++j) {
     for (int v = 0; v < V; ++v) _mm512_store_ps(lanes + 16 * v, acc[j][v]);
-    if (accumulate) {
-      for (int64_t l = 0; l < valid; ++l) y[l * y_stride + j] += lanes[l];
-    } else {
-      for (int64_t l = 0; l < valid; ++l) y[l * y_stride + j] = lanes[l];
-    }
+    for (int64_t l = 0; l < valid; ++l) y[l * y_stride + j] = lanes[l];
   }
 }
 
 // Weight rows [0, rows) of one block against one activation tile: kTileRows rows per step,
 // then 4, 2 and 1.
-template <int V>
-void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t kcols, int group,
-               const int8_t* xt, int64_t mp, const float* ds, const float* gs, const float* ws,
-               const float* wb, int64_t wg_stride, int64_t valid, bool accumulate, float* y,
-               int64_t y_stride) {
+template <int V, int Steps>
+void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups, int group,
+               const int8_t* xt, const float* ds, const float* gs, int64_t ds_stride,
+               const float* ws, const float* wb, int64_t valid, float* y, int64_t y_stride) {
   int64_t r = 0;
   auto run = [&]<int R>() {
-    gemm_tile<R, V>(w + r * w_stride, w_stride, kcols, group, xt, mp, ds, gs, ws + r * wg_stride,
-                    wb + r * wg_stride, wg_stride, valid, accumulate, y + r, y_stride);
+    gemm_tile<R, V, Steps>(w + r * w_stride, w_stride, groups, group, xt, ds, gs, ds_stride,
+                           ws + r * groups, wb + r * groups, valid, y + r, y_stride);
     r += R;
   };
   while (r + kTileRows <= rows) run.template operator()<kTileRows>();
@@ -456,32 +450,57 @@ void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t kcols, 
   while (r < rows) run.template operator()<1>();
 }
 
-// Rows [r0, r1) of a 4-bit matrix, columns [c0, c1), unpacked to bytes in permute order with
-// `chunk`-column chunks: out [r1 - r0, c1 - c0].
-void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int chunk,
-             uint8_t* out) {
+template <int V>
+void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups, int group,
+               const int8_t* xt, const float* ds, const float* gs, int64_t ds_stride,
+               const float* ws, const float* wb, int64_t valid, float* y, int64_t y_stride) {
+  switch (group) {
+    case 32:
+      return gemm_rows<V, 8>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, valid,
+                             y, y_stride);
+    case 64:
+      return gemm_rows<V, 16>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb,
+                              valid, y, y_stride);
+    case 128:
+      return gemm_rows<V, 32>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb,
+                              valid, y, y_stride);
+    default:
+      return gemm_rows<V, 0>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, valid,
+                             y, y_stride);
+  }
+}
+
+// Rows [r0, r1) of a 4-bit matrix unpacked to bytes in permute order with `chunk`-column
+// chunks: out [r1 - r0, cols].
+void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int chunk, uint8_t* out) {
   const int64_t row_bytes = w.cols / 2;
   const auto* bytes = static_cast<const uint8_t*>(w.data);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* src = bytes + r * row_bytes;
-    uint8_t* o = out + (r - r0) * (c1 - c0) - c0;
-    int64_t c = c0;
+    uint8_t* o = out + (r - r0) * w.cols;
+    int64_t c = 0;
     if (chunk == 64) {
-      for (; c + 64 <= c1; c += 64) _mm512_storeu_si512(o + c, load_codes64<4>(src, c));
+      for (; c + 64 <= w.cols; c += 64) _mm512_storeu_si512(o + c, load_codes64<4>(src, c));
     }
-    for (; c + 32 <= c1; c += 32) {
+    for (; c + 32 <= w.cols; c += 32) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), load_codes32<4>(src, c));
     }
   }
 }
 
+// Prefill: activations quantized once into tiles of kActTile rows; each thread takes blocks of
+// kBlockRows weight rows (scales converted and 4-bit codes unpacked once per block, kept in
+// L2) and runs every activation tile against them over the whole depth, so each output is
+// stored once.
 void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   const int group = w.group_size;
   const int64_t cols = w.cols;
   const int64_t groups = cols / group;
+  const int64_t words = cols / 4;
   const int chunk = group == 32 ? 32 : 64;
-  const int64_t mp = (m + 15) / 16 * 16;
-  // xt: [cols / 4, mp, 4] quantized activations; ds / gs: [groups, mp]. Padding rows zero.
+  const int64_t mp = (m + kActTile - 1) / kActTile * kActTile;
+  // xt: [mp / kActTile, cols / 4, kActTile, 4] quantized activations (each tile contiguous);
+  // ds / gs: [groups, mp]. Padding rows zero.
   thread_local std::vector<int8_t> xt;
   thread_local std::vector<float> ds, gs;
   xt.resize(static_cast<std::size_t>(cols * mp));
@@ -495,7 +514,6 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
   ctx.pool.parallel_for(mp, 16, [&](int64_t a, int64_t b) {
     thread_local std::vector<int8_t> tile;
     tile.resize(static_cast<std::size_t>(16 * cols));
-    const int64_t words = cols / 4;
     for (int64_t i0 = a; i0 < b; i0 += 16) {
       for (int64_t i = i0; i < i0 + 16; ++i) {
         int8_t* row = tile.data() + (i - i0) * cols;
@@ -506,6 +524,8 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
           for (int64_t g = 0; g < groups; ++g) dsp[g * mp + i] = gsp[g * mp + i] = 0.0f;
         }
       }
+      // Word kk of rows i0..i0+15 goes to xt[tile, kk, i0 % kActTile .. + 15].
+      int8_t* dst = xtp + (i0 / kActTile) * words * kActTile * 4 + (i0 % kActTile) * 4;
       int64_t kk = 0;
       for (; kk + 16 <= words; kk += 16) {
         __m512 r[16];
@@ -514,61 +534,53 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
         }
         transpose16(r);
         for (int c = 0; c < 16; ++c) {
-          _mm512_storeu_si512(xtp + ((kk + c) * mp + i0) * 4, _mm512_castps_si512(r[c]));
+          _mm512_storeu_si512(dst + (kk + c) * kActTile * 4, _mm512_castps_si512(r[c]));
         }
       }
       for (; kk < words; ++kk) {
         for (int t = 0; t < 16; ++t) {
-          std::memcpy(xtp + (kk * mp + i0 + t) * 4, tile.data() + t * cols + kk * 4, 4);
+          std::memcpy(dst + kk * kActTile * 4 + t * 4, tile.data() + t * cols + kk * 4, 4);
         }
       }
     }
   });
-  const int64_t block_cols = std::max<int64_t>(group, kBlockCols / group * group);
   const int64_t row_bytes = cols * w.bits / 8;
   const auto* bytes = static_cast<const uint8_t*>(w.data);
   ctx.pool.parallel_for(w.rows, kTileRows, [&](int64_t a, int64_t b) {
-    thread_local std::vector<uint8_t> panel;  // 4-bit: [kBlockRows, block_cols] unpacked codes
-    thread_local std::vector<float> ws, wb;   // [kBlockRows, block groups]
-    const int64_t bg = block_cols / group;
-    ws.resize(static_cast<std::size_t>(kBlockRows * bg));
+    thread_local std::vector<uint8_t> panel;  // 4-bit: [kBlockRows, cols] unpacked codes
+    thread_local std::vector<float> ws, wb;   // [kBlockRows, groups]
+    ws.resize(static_cast<std::size_t>(kBlockRows * groups));
     wb.resize(ws.size());
-    if (w.bits == 4) panel.resize(static_cast<std::size_t>(kBlockRows * block_cols));
-    for (int64_t c0 = 0; c0 < cols; c0 += block_cols) {
-      const int64_t c1 = std::min(cols, c0 + block_cols);
-      const int64_t g0 = c0 / group, ng = (c1 - c0) / group;
-      for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
-        const int64_t r1 = std::min(b, r0 + kBlockRows);
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t g = 0; g < ng; g += 16) {
-            const __mmask16 k = lanes_mask(ng - g);
-            const int64_t at = r * groups + g0 + g;
-            float* wsr = ws.data() + (r - r0) * bg + g;
-            float* wbr = wb.data() + (r - r0) * bg + g;
-            _mm512_mask_storeu_ps(wsr, k, load_side16(w.scales, w.scale_dtype, at, k));
-            _mm512_mask_storeu_ps(wbr, k, load_side16(w.biases, w.scale_dtype, at, k));
-          }
+    if (w.bits == 4) panel.resize(static_cast<std::size_t>(kBlockRows * cols));
+    for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
+      const int64_t r1 = std::min(b, r0 + kBlockRows);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t g = 0; g < groups; g += 16) {
+          const __mmask16 k = lanes_mask(groups - g);
+          const int64_t at = r * groups + g;
+          _mm512_mask_storeu_ps(ws.data() + (r - r0) * groups + g, k,
+                                load_side16(w.scales, w.scale_dtype, at, k));
+          _mm512_mask_storeu_ps(wb.data() + (r - r0) * groups + g, k,
+                                load_side16(w.biases, w.scale_dtype, at, k));
         }
-        const uint8_t* codes = bytes + r0 * row_bytes + c0;
-        int64_t stride = row_bytes;
-        if (w.bits == 4) {
-          unpack4(w, r0, r1, c0, c1, chunk, panel.data());
-          codes = panel.data();
-          stride = c1 - c0;
-        }
-        for (int64_t i0 = 0; i0 < m; i0 += kActTile) {
-          const int64_t valid = std::min(kActTile, m - i0);
-          const int8_t* xtile = xtp + (c0 / 4 * mp + i0) * 4;
-          const float* dtile = dsp + g0 * mp + i0;
-          const float* gtile = gsp + g0 * mp + i0;
-          float* ytile = y + i0 * w.rows + r0;
-          if (valid > 16) {
-            gemm_rows<2>(codes, stride, r1 - r0, c1 - c0, group, xtile, mp, dtile, gtile, ws.data(),
-                         wb.data(), bg, valid, c0 > 0, ytile, w.rows);
-          } else {
-            gemm_rows<1>(codes, stride, r1 - r0, c1 - c0, group, xtile, mp, dtile, gtile, ws.data(),
-                         wb.data(), bg, valid, c0 > 0, ytile, w.rows);
-          }
+      }
+      const uint8_t* codes = bytes + r0 * row_bytes;
+      int64_t stride = row_bytes;
+      if (w.bits == 4) {
+        unpack4(w, r0, r1, chunk, panel.data());
+        codes = panel.data();
+        stride = cols;
+      }
+      for (int64_t i0 = 0; i0 < m; i0 += kActTile) {
+        const int64_t valid = std::min(kActTile, m - i0);
+        const int8_t* xtile = xtp + (i0 / kActTile) * words * kActTile * 4;
+        float* ytile = y + i0 * w.rows + r0;
+        if (valid > 16) {
+          gemm_rows<2>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0, mp,
+                       ws.data(), wb.data(), valid, ytile, w.rows);
+        } else {
+          gemm_rows<1>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0, mp,
+                       ws.data(), wb.data(), valid, ytile, w.rows);
         }
       }
     }
