@@ -584,10 +584,22 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
           gemm_rows<1>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0, mp,
                        ws.data(), wb.data(), out);
         }
-        // out [rows of the block, kActTile] -> y rows i0.., columns r0..r1 (contiguous runs).
+        // out [rows of the block, kActTile] -> y rows i0.., columns r0..r1: 16 x 16 blocks
+        // transposed in registers, then contiguous runs of 16.
+        int64_t r = r0;
+        for (; r + 16 <= r1; r += 16) {
+          for (int64_t l0 = 0; l0 < valid; l0 += 16) {
+            __m512 t[16];
+            for (int q = 0; q < 16; ++q) t[q] = _mm512_load_ps(out + (r - r0 + q) * kActTile + l0);
+            transpose16(t);
+            for (int64_t l = l0; l < std::min(valid, l0 + 16); ++l) {
+              _mm512_storeu_ps(y + (i0 + l) * w.rows + r, t[l - l0]);
+            }
+          }
+        }
         for (int64_t l = 0; l < valid; ++l) {
           float* yr = y + (i0 + l) * w.rows;
-          for (int64_t r = r0; r < r1; ++r) yr[r] = out[(r - r0) * kActTile + l];
+          for (int64_t rr = r; rr < r1; ++rr) yr[rr] = out[(rr - r0) * kActTile + l];
         }
       }
     }
