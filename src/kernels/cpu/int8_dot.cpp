@@ -42,6 +42,10 @@ namespace {
 
 // Batches of at most this many rows take the mat-vec (dot-product) kernels.
 constexpr int64_t kMatVecRows = 4;
+// Decode prefetches each weight row this many bytes ahead of its loads (into L1): on weights
+// streamed from DRAM one core went 9.1-9.8 -> 12.5-13.7 GB/s (8-bit, 128256 x 2048), no
+// change when they sit in L3.
+constexpr int64_t kPrefetchBytes = 8192;
 // Below this many multiply-adds a decode call runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
 // GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows;
@@ -174,6 +178,10 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
 
 // ---- decode: one weight row against M <= 4 activation rows ----
 
+inline void prefetch_ahead(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+}
+
 // For R weight rows from r: cs[(j * M + i) * groups + g] = s_jg · d_ig and bt[j * M + i] =
 // Σ_g b_jg · sum_ig, with d / sums [M, groups].
 void row_factors(const WeightMatrix& w, int64_t r, int R, int M, const float* d, const float* sums,
@@ -222,6 +230,7 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
         xh[i] = _mm512_loadu_si512(xq + i * cols + c + 64);
       }
       for (int j = 0; j < R; ++j) {
+        prefetch_ahead(q + j * row_bytes + c / 2);
         const __m512i b = _mm512_loadu_si512(q + j * row_bytes + c / 2);
         const __m512i lo = _mm512_and_si512(b, mask);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), mask);
@@ -259,6 +268,7 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
         __m512i xv[M];
         for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_si512(xq + i * cols + c);
         for (int j = 0; j < R; ++j) {
+          prefetch_ahead(q + j * row_bytes + c * Bits / 8);
           const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
           for (int i = 0; i < M; ++i) dp[j][i] = dpbusd(dp[j][i], qv, xv[i]);
         }
@@ -280,6 +290,7 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
       __m512i xv[M];
       for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_si512(xq + i * cols + c);
       for (int j = 0; j < R; ++j) {
+        prefetch_ahead(q + j * row_bytes + c * Bits / 8);
         const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
         for (int i = 0; i < M; ++i) {
           const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qv, xv[i]);
