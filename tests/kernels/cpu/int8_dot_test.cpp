@@ -136,7 +136,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{31, 96, 5, 32, 4, DType::kBF16}, Case{23, 2080, 17, 32, 8, DType::kF32},
         Case{769, 320, 33, 64, 4, DType::kBF16}, Case{45, 1088, 130, 64, 8, DType::kBF16},
         Case{50, 2112, 9, 64, 4, DType::kF16}, Case{17, 1152, 40, 128, 4, DType::kF32},
-        Case{11, 384, 16, 128, 8, DType::kF16}),
+        Case{11, 384, 16, 128, 8, DType::kF16}, Case{20, 512, 1022, 64, 8, DType::kBF16},
+        Case{20, 1536, 300, 64, 4, DType::kBF16}, Case{13, 512, 260, 64, 8, DType::kBF16}),
     case_name);
 
 // The option changes nothing for float weights, and is reported off where unsupported.
