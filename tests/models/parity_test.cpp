@@ -14,8 +14,8 @@
 
 #include "base/mapped_file.h"
 #include "common/model_runner.h"
-#include "models/model.h"
 #include "kernels/cpu/int8_dot.h"
+#include "models/model.h"
 #include "models/quantize.h"
 #include "models/safetensors.h"
 
