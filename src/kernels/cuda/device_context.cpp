@@ -188,7 +188,7 @@ class Stager {
 
 }  // namespace
 
-Status DeviceContext::upload(std::span<const UploadJob> jobs, const UploadOptions& options) {
+Status DeviceContext::upload(const std::vector<UploadJob>& jobs, const UploadOptions& options) {
   const size_t chunk_bytes = std::max<size_t>(options.chunk_bytes, 4096);
   std::vector<Chunk> chunks;
   size_t total = 0;

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -101,7 +101,7 @@ class DeviceContext {
   // sources into their own two pinned staging buffers and queue async copies on their own
   // streams, so page faults on mapped files, host copies and DMA overlap (one pageable
   // cudaMemcpy per tensor does all three in series). Independent of stream().
-  Status upload(std::span<const UploadJob> jobs, const UploadOptions& options);
+  Status upload(const std::vector<UploadJob>& jobs, const UploadOptions& options);
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
