@@ -216,9 +216,15 @@ Status DeviceContext::upload(const std::vector<UploadJob>& jobs, const UploadOpt
   };
   auto work = [&] {
     Stager stager;
-    if (Status st = stager.init(device_, chunk_bytes); !st.ok()) return fail(std::move(st));
+    // Without pinned memory (a host that refuses to pin more) this worker copies pageable.
+    const bool pinned = stager.init(device_, chunk_bytes).ok();
+    if (!pinned) cudaGetLastError();
     for (size_t i = next++; i < chunks.size() && !failed; i = next++) {
-      if (Status st = stager.copy(chunks[i]); !st.ok()) return fail(std::move(st));
+      const Chunk& c = chunks[i];
+      Status st = pinned ? stager.copy(c)
+                         : cuda_status(cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice),
+                                       "uploading weights");
+      if (!st.ok()) return fail(std::move(st));
       const size_t now = done += chunks[i].bytes;
       if (options.progress) options.progress(now, total);
     }
