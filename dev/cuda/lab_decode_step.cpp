@@ -123,19 +123,16 @@ int grid_for(const Variant& v, int tasks, int sms) {
   return 0;
 }
 
+// W1 (commit cbf3cf1): PDL won everywhere; split 2 on qkv / gate_up / lm_head, split 1 on o /
+// down; the bulk (TMA) L2 prefetch lost 2-35 % and is gone. W2: the auto split, the norm
+// weights and old residual loaded early, lane L2 prefetch of the first rows.
 const Variant kVariants[] = {
     {"old gemv_bf16", true, 1, false, 0, 0},
-    {"v2 split1", false, 1, false, 0, 0},
-    {"v2 split1 pdl", false, 1, true, 0, 0},
-    {"v2 split2 pdl", false, 2, true, 0, 0},
-    {"v2 split4 pdl", false, 4, true, 0, 0},
-    {"v2 split1 pdl balanced", false, 1, true, 1, 0},
-    {"v2 split2 pdl balanced", false, 2, true, 1, 0},
-    {"v2 split1 pdl 1blk/SM", false, 1, true, 2, 0},
-    {"v2 split1 pdl L2pf1", false, 1, true, 0, 1},
-    {"v2 split1 pdl L2pf2", false, 1, true, 0, 2},
-    {"v2 split1 pdl L2pf2 balanced", false, 1, true, 1, 2},
-    {"v2 split1 nopdl L2pf2", false, 1, false, 0, 2},
+    {"v2 split1 pdl (W1)", false, 1, true, 0, 0},
+    {"v2 split2 pdl balanced (W1)", false, 2, true, 1, 0},
+    {"v2 auto", false, 0, false, 0, 0},
+    {"v2 auto pdl", false, 0, true, 0, 0},
+    {"v2 auto pdl L2 first rows", false, 0, true, 0, 1},
 };
 
 // One decode GEMV shape: a chain of `copies` launches over distinct weight copies, captured
@@ -244,6 +241,7 @@ struct StepVariant {
   bool pdl;
   int split;
   int l2_prefetch;
+  int next;  // 1: qkv prefetches o's weights into L2; 2: also o the head of gate_up's
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -283,7 +281,8 @@ void decode_step(Lab& lab, double copy_bw) {
   DeviceBuffer attn_ws = lab.raw(paged_attention_workspace_bytes(1, s.q_heads, s.hd, splits));
 
   auto gemv = [&](const StepVariant& v, const DeviceBuffer& w, const Bf16* x, int n, int k, void* y,
-                  bool f32, GemvEpilogue epi, const Bf16* norm) {
+                  bool f32, GemvEpilogue epi, const Bf16* norm, const DeviceBuffer* next = nullptr,
+                  size_t next_bytes = 0) {
     if (v.old_kernel) {
       CK(gemv_bf16(x, k, w.as<Bf16>(), k, y, n, f32, false, 1, n, k, lab.sms(), st));
       return;
@@ -306,6 +305,10 @@ void decode_step(Lab& lab, double copy_bw) {
     a.split = v.split;
     a.pdl = v.pdl;
     a.l2_prefetch = v.l2_prefetch;
+    if (next != nullptr) {
+      a.prefetch = next->data();
+      a.prefetch_bytes = next_bytes;
+    }
     CK(gemv_bf16(a, st));
   };
   auto attention = [&](int l) {
@@ -370,10 +373,10 @@ void decode_step(Lab& lab, double copy_bw) {
              GemvEpilogue::kStore, nullptr);
       } else {
         gemv(v, qkv[l], res, s.qkv(), s.hidden, qkv_out.data(), false, GemvEpilogue::kStore,
-             norm1[l].as<Bf16>());
+             norm1[l].as<Bf16>(), v.next >= 1 ? &o[l] : nullptr, size_t(s.hidden) * s.hidden * 2);
         attention(l);
         gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, res, false, GemvEpilogue::kResidualAdd,
-             nullptr);
+             nullptr, v.next >= 2 ? &gu[l] : nullptr, size_t{16} << 20);
         gemv(v, gu[l], res, s.inter, s.hidden, act.data(), false, GemvEpilogue::kGatedSilu,
              norm2[l].as<Bf16>());
         gemv(v, down[l], act.as<Bf16>(), s.hidden, s.inter, res, false, GemvEpilogue::kResidualAdd,
@@ -395,14 +398,13 @@ void decode_step(Lab& lab, double copy_bw) {
       "decode step 8B bf16 (ctx 128): floor %.3f ms (%.1f tok/s, %.2f GB excl. embedding)\n",
       floor_ms, 1e3 / floor_ms, weight_bytes / 1e9);
   const StepVariant variants[] = {
-      {"old gemv_bf16, unfused (today's step)", true, false, false, 1, 0},
-      {"v2 split1, unfused", false, false, false, 1, 0},
-      {"v2 split1 + pdl, unfused", false, false, true, 1, 0},
-      {"fused (norm prologue, residual/SiLU epilogues)", false, true, false, 1, 0},
-      {"fused + pdl", false, true, true, 1, 0},
-      {"fused + pdl, split2", false, true, true, 2, 0},
-      {"fused + pdl + L2 prefetch 1", false, true, true, 1, 1},
-      {"fused + pdl + L2 prefetch 2", false, true, true, 1, 2},
+      {"old gemv_bf16, unfused (today's step)", true, false, false, 1, 0, 0},
+      {"fused + pdl split1 (W1)", false, true, true, 1, 0, 0},
+      {"fused + pdl, auto split", false, true, true, 0, 0, 0},
+      {"fused + pdl, auto, qkv prefetches o", false, true, true, 0, 0, 1},
+      {"fused + pdl, auto, qkv->o, o->16MB gate_up", false, true, true, 0, 0, 2},
+      {"fused + pdl, auto, L2 first rows", false, true, true, 0, 1, 0},
+      {"fused + pdl, auto, qkv->o, L2 first rows", false, true, true, 0, 1, 1},
   };
   std::vector<float> ref_logits;
   std::vector<uint16_t> ref_resid;
@@ -443,7 +445,8 @@ int run() {
   auto ctx = DeviceContext::create({});
   check(ctx.status(), "device");
   Lab lab{**ctx};
-  std::printf("device: %s, %d SMs\n", (*ctx)->properties().name, lab.sms());
+  std::printf("device: %s, %d SMs, L2 %.1f MB\n", (*ctx)->properties().name, lab.sms(),
+              (*ctx)->properties().l2CacheSize / 1e6);
   const double copy_bw = measure_copy_bandwidth(lab.st());
   std::printf("GEMV shapes, m = 1, graph-replayed chains over rotating weight copies:\n");
   std::fflush(stdout);

@@ -145,9 +145,12 @@ cudaError_t launch(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w, 
 // Rewrites the kRows staged rows of x (bf16 [kRows, k] in shared memory) as
 // bf16(x * rsqrt(mean(x^2) + eps) * (weight + offset)), with rmsnorm_residual's summation
 // order (decode_fusion.cuh): this block's 512 threads play its rmsnorm_threads(k) threads.
+constexpr int kNormRegs = 2;  // weight chunks per thread held in registers (k <= 8192)
+
 template <int kRows>
-__device__ void normalize_rows(uint4* xs, int k, const __nv_bfloat16* weight, float offset,
-                               float eps, float* scratch) {
+__device__ void normalize_rows(uint4* xs, int k, const __nv_bfloat16* weight,
+                               const uint4 (&wreg)[kNormRegs], float offset, float eps,
+                               float* scratch) {
   __nv_bfloat16* xh = reinterpret_cast<__nv_bfloat16*>(xs);
   const int vthreads = detail::rmsnorm_threads(k);
   const int lane = threadIdx.x & 31;
@@ -179,19 +182,39 @@ __device__ void normalize_rows(uint4* xs, int k, const __nv_bfloat16* weight, fl
     const float total = detail::warp_sum(lane < vthreads / 32 ? scratch[lane] : 0.0f);
     const float inv_rms = rsqrtf(total / static_cast<float>(k) + eps);
     __syncthreads();  // scratch and the row are read before they are rewritten
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      float w = __bfloat162float(weight[i]) + offset;
-      row[i] = __float2bfloat16(__bfloat162float(row[i]) * inv_rms * w);
+    // Elementwise, so any chunking gives the same bits; the weight chunks of the first
+    // kNormRegs passes were loaded before the wait on the previous kernel.
+    auto scale = [&](const uint4& wraw, int c) {
+      float wf[8];
+      unpack8(wraw, wf);
+      __nv_bfloat16* e = row + c * 8;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        float w = wf[i] + offset;
+        e[i] = __float2bfloat16(__bfloat162float(e[i]) * inv_rms * w);
+      }
+    };
+#pragma unroll
+    for (int j = 0; j < kNormRegs; ++j) {
+      const int c = threadIdx.x + j * kWarps * 32;
+      if (c < k / 8) scale(wreg[j], c);
+    }
+    for (int c = threadIdx.x + kNormRegs * kWarps * 32; c < k / 8; c += kWarps * 32) {
+      scale(*reinterpret_cast<const uint4*>(weight + c * 8), c);
     }
   }
   __syncthreads();
 }
 
-// Asks the copy engine to bring `bytes` (a multiple of 16, 16-byte aligned) at p into L2.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
+// Brings the 128-byte line holding p into L2 (no registers, no wait).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Lane `lane` of `lanes` prefetches its share of the lines of [p, p + bytes) into L2.
+__device__ __forceinline__ void prefetch_range_l2(const char* p, size_t bytes, size_t lane,
+                                                  size_t lanes) {
+  for (size_t off = lane * 128; off < bytes; off += lanes * 128) prefetch_l2(p + off);
 }
 
 // bf16(v), then + bias and rounded again (as the GEMV followed by bias_add rounds).
@@ -201,23 +224,28 @@ __device__ __forceinline__ float round_bias(float v, const __nv_bfloat16* bias, 
   return __bfloat162float(t);
 }
 
+__device__ __forceinline__ bool reads_y(GemvEpilogue e) {
+  return e == GemvEpilogue::kAccumulate || e == GemvEpilogue::kResidualAdd;
+}
+
+// old: y's value before this GEMV (loaded early by the caller when reads_y).
 template <typename OutT>
-__device__ __forceinline__ void store_output(const GemvArgs& a, int r, int row, float v0,
-                                             float v1) {
+__device__ __forceinline__ void store_output(const GemvArgs& a, int r, int row, float v0, float v1,
+                                             float old) {
   OutT* dst = static_cast<OutT*>(a.y) + r * a.ldy + row;
   if constexpr (sizeof(OutT) == 4) {
     if (a.bias != nullptr) v0 += __bfloat162float(a.bias[row]);
-    *dst = a.epilogue == GemvEpilogue::kAccumulate ? *dst + v0 : v0;
+    *dst = a.epilogue == GemvEpilogue::kAccumulate ? old + v0 : v0;
   } else {
     switch (a.epilogue) {
       case GemvEpilogue::kStore:
         *dst = __float2bfloat16(round_bias(v0, a.bias, row));
         break;
       case GemvEpilogue::kAccumulate:
-        *dst = __float2bfloat16(__bfloat162float(*dst) + v0);
+        *dst = __float2bfloat16(old + v0);
         break;
       case GemvEpilogue::kResidualAdd:
-        *dst = __float2bfloat16(__bfloat162float(*dst) + round_bias(v0, a.bias, row));
+        *dst = __float2bfloat16(old + round_bias(v0, a.bias, row));
         break;
       case GemvEpilogue::kGatedSilu:
         *dst = __float2bfloat16(
@@ -265,13 +293,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
       }
     }
   }
-  // L2 prefetch of whole rows: one bulk request per weight row keeps a row's worth of bytes
-  // in flight per warp on top of the lanes' register loads.
-  const uint32_t row_bytes = static_cast<uint32_t>(a.k) * 2;
-  const bool prefetcher = a.l2_prefetch > 0 && sub == 0 && lane == 0;
-  if (prefetcher && first < n) {
+  // Optionally the rest of the first task's rows into L2 (lanes' prefetches: bytes in
+  // flight without registers).
+  if (a.l2_prefetch > 0 && sub == 0 && first < n) {
 #pragma unroll
-    for (int p = 0; p < kPair; ++p) prefetch_l2(w + (first + p * n) * ldw8, row_bytes);
+    for (int p = 0; p < kPair; ++p) {
+      prefetch_range_l2(reinterpret_cast<const char*>(w + (first + p * n) * ldw8), size_t(a.k) * 2,
+                        lane, 32);
+    }
+  }
+  // The norm weights do not depend on the previous kernel either.
+  uint4 norm_w[kNormRegs] = {};
+  if (a.norm_weight != nullptr) {
+#pragma unroll
+    for (int j = 0; j < kNormRegs; ++j) {
+      const int c = threadIdx.x + j * kWarps * 32;
+      if (c < chunks) norm_w[j] = *reinterpret_cast<const uint4*>(a.norm_weight + c * 8);
+    }
   }
   detail::grid_dependency_wait();
   for (int i = threadIdx.x; i < kRows * chunks; i += blockDim.x) {
@@ -281,7 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
   }
   __syncthreads();
   if (a.norm_weight != nullptr) {
-    normalize_rows<kRows>(xs, a.k, a.norm_weight, a.norm_offset, a.norm_eps, scratch);
+    normalize_rows<kRows>(xs, a.k, a.norm_weight, norm_w, a.norm_offset, a.norm_eps, scratch);
   }
   detail::launch_dependents();
 
@@ -289,10 +327,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
   for (int base = blockIdx.x * tasks_per_block; base < n; base += gridDim.x * tasks_per_block) {
     const int task = base + warp / split;
     const bool active = task < n;
-    const int next = task + gridDim.x * tasks_per_block;
-    if (a.l2_prefetch > 1 && prefetcher && next < n) {
+    // y's old values (residual add, accumulate) load while the weights stream.
+    float old[kRows];
 #pragma unroll
-      for (int p = 0; p < kPair; ++p) prefetch_l2(w + (next + p * n) * ldw8, row_bytes);
+    for (int r = 0; r < kRows; ++r) old[r] = 0.0f;
+    if (active && sub == 0 && lane == 0 && reads_y(a.epilogue)) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if constexpr (sizeof(OutT) == 4) {
+          old[r] = static_cast<const float*>(a.y)[r * a.ldy + task];
+        } else {
+          old[r] = __bfloat162float(static_cast<const __nv_bfloat16*>(a.y)[r * a.ldy + task]);
+        }
+      }
     }
     float acc[kPair][kRows];
 #pragma unroll
@@ -380,21 +427,37 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
     if (active && sub == 0 && lane == 0) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);
+        store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r], old[r]);
       }
     }
+  }
+  // Done with this GEMV's weights: pull the next kernel's into L2 while the small kernels
+  // between them (rope, attention) leave the memory idle.
+  if (a.prefetch_bytes > 0) {
+    const size_t gw = static_cast<size_t>(blockIdx.x) * kWarps + warp;
+    prefetch_range_l2(static_cast<const char*>(a.prefetch), a.prefetch_bytes, gw * 32 + lane,
+                      static_cast<size_t>(gridDim.x) * kWarps * 32);
   }
 }
 
 template <int kRows, bool kGated, typename OutT>
 cudaError_t launch_fused(const GemvArgs& a, cudaStream_t stream) {
+  // Split 0: one warp per row while the rows fit one wave of warps (2 blocks of 16 per SM),
+  // else two warps per row over a grid where every warp gets the same number of tasks
+  // (lab_decode_step, W1: qkv, gate_up, lm_head 2-7 % faster; o, down 1-3 % slower).
+  GemvArgs b = a;
+  const int cap = std::max(1, a.sm_count) * 2;
+  if (b.split == 0) b.split = a.n > cap * kWarps ? 2 : 1;
+  const int tasks_per_block = kWarps / b.split;
+  int blocks = std::min(detail::ceil_div(a.n, tasks_per_block), cap);
+  if (a.split == 0 && b.split > 1) {
+    const int rounds = detail::ceil_div(a.n, tasks_per_block * cap);
+    blocks = detail::ceil_div(a.n, tasks_per_block * rounds);
+  }
+  if (a.grid > 0) blocks = a.grid;
   const size_t smem = static_cast<size_t>(a.m) * a.k * sizeof(__nv_bfloat16);
-  const int tasks_per_block = kWarps / a.split;
-  const int blocks =
-      a.grid > 0 ? a.grid
-                 : std::min(detail::ceil_div(a.n, tasks_per_block), std::max(1, a.sm_count) * 2);
   return detail::launch_kernel(gemv_fused_kernel<kRows, kGated, OutT>, dim3(blocks),
-                               dim3(kWarps * 32), smem, stream, a.pdl, a);
+                               dim3(kWarps * 32), smem, stream, a.pdl, b);
 }
 
 template <bool kGated, typename OutT>
@@ -446,8 +509,9 @@ namespace hearth::cuda {
 
 bool gemv_bf16_supported(const GemvArgs& a) {
   if (!gemv_bf16_supported(a.m, a.n, a.k, a.x, a.ldx, a.w, a.ldw)) return false;
-  if (a.split != 1 && a.split != 2 && a.split != 4) return false;
-  if (a.l2_prefetch < 0 || a.l2_prefetch > 2) return false;
+  if (a.split != 0 && a.split != 1 && a.split != 2 && a.split != 4) return false;
+  if (a.l2_prefetch < 0 || a.l2_prefetch > 1) return false;
+  if (a.prefetch_bytes > 0 && a.prefetch == nullptr) return false;
   if (a.y == nullptr || a.ldy < a.n || a.ldx < a.k || a.ldw < a.k || a.grid < 0) return false;
   const bool pair = gated(a.epilogue);
   if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;

@@ -57,12 +57,17 @@ struct GemvArgs {
   int n = 0;  // output columns
   int k = 0;
   int sm_count = 0;
-  int split = 1;        // warps per output row: 1, 2 or 4 (changes the summation order)
+  int split = 0;        // warps per output row: 1, 2 or 4 (2 and 4 change the summation order);
+                        // 0 picks 1 while the rows fit one wave of warps, else 2
   bool pdl = false;     // programmatic dependent launch (sm_90+ only): weight loads start
                         // before the previous kernel finishes
-  int grid = 0;         // blocks; 0 picks min(tasks / 16 * split, 2 per SM)
-  int l2_prefetch = 0;  // sm_90 bulk L2 prefetch of weight rows: 0 none, 1 each warp's first
-                        // task's rows before the wait, 2 also the next task's rows each task
+  int grid = 0;         // blocks; 0 picks (at most 2 per SM)
+  int l2_prefetch = 0;  // 1: each warp prefetches the rest of its first rows into L2 before
+                        // the wait (lab)
+  // After its own rows, the GEMV prefetches [prefetch, prefetch + prefetch_bytes) into L2:
+  // the next GEMV's weights, when small kernels run in between.
+  const void* prefetch = nullptr;
+  size_t prefetch_bytes = 0;
 };
 
 // True when gemv_bf16(args) handles the arguments (the same shape rules as above, plus the
