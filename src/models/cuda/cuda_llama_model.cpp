@@ -26,6 +26,7 @@
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gated_activation.cuh"
 #include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/gemv_bf16.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope_kv_write.cuh"
@@ -269,6 +270,13 @@ class CudaLlamaModel : public Model {
   Status ensure(DeviceBuffer& buf, std::size_t bytes, const char* what);
   // y[m, l.n] = x[m, l.k] · l.wᵀ (+ bias); y bf16, or f32 for logits.
   Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
+  // The decode GEMV with its fusions (dense weights, m <= kGemvMaxRows): y = epi(x' · l.wᵀ
+  // + bias), x' = rmsnorm(x) * norm when norm is set; programmatic dependent launch on sm_90.
+  cuda::GemvArgs gemv_args(const DeviceLinear& l, const Bf16* x, int m, void* y,
+                           cuda::GemvEpilogue epi, const DeviceBuffer* norm) const;
+  // True when a step of n tokens can run the fused decode layer body (dense, n small, every
+  // shape supported by the fused GEMV).
+  bool fused_decode(int n) const;
   Status embed(const int32_t* ids, int n, Bf16* out);
 
   // What one step's device work depends on besides the data in meta_: equal keys replay
@@ -471,6 +479,43 @@ Status CudaLlamaModel::linear(const DeviceLinear& l, const Bf16* x, int m, void*
   return ok_status();
 }
 
+cuda::GemvArgs CudaLlamaModel::gemv_args(const DeviceLinear& l, const Bf16* x, int m, void* y,
+                                         cuda::GemvEpilogue epi, const DeviceBuffer* norm) const {
+  const bool gated = epi == cuda::GemvEpilogue::kGatedSilu;
+  cuda::GemvArgs a;
+  a.x = x;
+  a.ldx = l.k;
+  a.w = l.w.as<Bf16>();
+  a.ldw = l.k;
+  a.bias = l.bias.data() != nullptr ? l.bias.as<Bf16>() : nullptr;
+  a.y = y;
+  a.n = gated ? l.n / 2 : l.n;
+  a.ldy = a.n;
+  a.epilogue = epi;
+  a.norm_weight = norm != nullptr ? norm->as<Bf16>() : nullptr;
+  a.norm_eps = static_cast<float>(config_.rms_norm_eps);
+  a.m = m;
+  a.k = l.k;
+  a.sm_count = ctx_->properties().multiProcessorCount;
+  a.pdl = ctx_->properties().major >= 9;
+  return a;
+}
+
+bool CudaLlamaModel::fused_decode(int n) const {
+  if (quantized_ || n < 1 || n > cuda::kGemvMaxRows || layers_.empty()) return false;
+  const DeviceLayer& l = layers_.front();
+  if (l.gate_up.n % 2 != 0) return false;
+  using E = cuda::GemvEpilogue;
+  return cuda::gemv_bf16_supported(
+             gemv_args(l.qkv, resid_.as<Bf16>(), n, qkv_.data(), E::kStore, &l.input_norm)) &&
+         cuda::gemv_bf16_supported(
+             gemv_args(l.o, attn_.as<Bf16>(), n, resid_.data(), E::kResidualAdd, nullptr)) &&
+         cuda::gemv_bf16_supported(gemv_args(l.gate_up, resid_.as<Bf16>(), n, act_.data(),
+                                             E::kGatedSilu, &l.post_norm)) &&
+         cuda::gemv_bf16_supported(
+             gemv_args(l.down, act_.as<Bf16>(), n, resid_.data(), E::kResidualAdd, nullptr));
+}
+
 Status CudaLlamaModel::embed(const int32_t* ids, int n, Bf16* out) {
   const int hidden = config_.hidden_size;
   if (embed_.quantized()) {
@@ -505,16 +550,39 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
   auto* xn = xn_.as<Bf16>();        // [n, hidden] normalized input of a sublayer
   auto* delta = delta_.as<Bf16>();  // [n, hidden] a sublayer's output
   HEARTH_RETURN_IF_ERROR(embed(d_tokens, n, resid));
+  // Decode steps of dense models fuse the norms into the qkv / gate_up GEMVs' prologues and
+  // the residual adds and SiLU gate into the GEMV epilogues (6 kernels a layer instead of 9,
+  // rounded as the unfused kernels round; wide GEMVs split rows over two warps, which only
+  // reorders f32 sums); the residual then needs no pending delta.
+  const bool fused = fused_decode(n);
+  using Epi = cuda::GemvEpilogue;
+  auto gemv = [&](const DeviceLinear& l, const Bf16* x, void* y, Epi epi,
+                  const DeviceBuffer* norm) {
+    return cuda_status(cuda::gemv_bf16(gemv_args(l, x, n, y, epi, norm), st), "fused GEMV");
+  };
 
   for (int l = 0; l < c.num_layers; ++l) {
     DeviceLayer& layer = layers_[l];
     // Attention block: resid += o_proj(attention(rope(q), rope(k), v)).
-    HEARTH_RETURN_IF_ERROR(
-        cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
-                                           layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
-                                           hidden, n, hidden, st),
-                    "input norm"));
-    HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
+    if (fused) {
+      // Rope and attention leave the memory idle: the qkv GEMV ends by pulling o's weights
+      // into L2 for the o GEMV (when they fit).
+      cuda::GemvArgs qa =
+          gemv_args(layer.qkv, resid, n, qkv_.data(), Epi::kStore, &layer.input_norm);
+      const std::size_t o_bytes = std::size_t(layer.o.n) * layer.o.k * 2;
+      if (o_bytes <= std::size_t(ctx_->properties().l2CacheSize) * 3 / 4) {
+        qa.prefetch = layer.o.w.data();
+        qa.prefetch_bytes = o_bytes;
+      }
+      HEARTH_RETURN_IF_ERROR(cuda_status(cuda::gemv_bf16(qa, st), "fused GEMV"));
+    } else {
+      HEARTH_RETURN_IF_ERROR(
+          cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
+                                             layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
+                                             hidden, n, hidden, st),
+                      "input norm"));
+      HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
+    }
     cuda::RopeKvWriteArgs r;
     r.qkv = qkv_.as<Bf16>();
     r.ld_qkv = qkv_dim;
@@ -557,6 +625,14 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
     a.num_splits = splits;
     a.workspace = attn_ws_.as<float>();
     HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
+    if (fused) {
+      // o (+ residual), then the MLP block below in two kernels.
+      HEARTH_RETURN_IF_ERROR(gemv(layer.o, attn_.as<Bf16>(), resid, Epi::kResidualAdd, nullptr));
+      HEARTH_RETURN_IF_ERROR(
+          gemv(layer.gate_up, resid, act_.data(), Epi::kGatedSilu, &layer.post_norm));
+      HEARTH_RETURN_IF_ERROR(gemv(layer.down, act_.as<Bf16>(), resid, Epi::kResidualAdd, nullptr));
+      continue;
+    }
     HEARTH_RETURN_IF_ERROR(linear(layer.o, attn_.as<Bf16>(), n, delta, false));
 
     // MLP block: resid += down(silu(gate(x)) * up(x)).
@@ -575,10 +651,10 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
   if (rows == 0) return ok_status();
 
   // Final norm over every row (cheap), then gather the rows whose logits are wanted.
-  HEARTH_RETURN_IF_ERROR(
-      cuda_status(cuda::rmsnorm_residual(delta, hidden, resid, hidden, final_norm_.as<Bf16>(), 0.0f,
-                                         c.rms_norm_eps, xn, hidden, n, hidden, st),
-                  "final norm"));
+  HEARTH_RETURN_IF_ERROR(cuda_status(
+      cuda::rmsnorm_residual(fused ? nullptr : delta, hidden, resid, hidden, final_norm_.as<Bf16>(),
+                             0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st),
+      "final norm"));
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cuda::embedding_gather(xn, hidden, reinterpret_cast<const int32_t*>(meta(off_rows)), rows,
                              hidden, n, 1.0f, last_.as<Bf16>(), hidden, st),
