@@ -29,7 +29,6 @@ using dev::median_ms;
 // ---------------------------------------------------------------------------------------
 // Variant: GQA-shared mma decode kernel.
 
-constexpr int kWarps = 4;
 constexpr int kGroupHeads = 8;  // q heads per block: the mma's N
 constexpr int kKeysPerWarp = 16;
 
@@ -122,8 +121,9 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 // fragments of O^T[16 dims x 8 heads] += V^T · P^T.
 // kPrefetch: the block-table entries of a warp's next step are loaded one step ahead and
 // K/V go through L1::no_allocate loads.
-template <int kHeadDim, bool kPrefetch>
-__global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <= 192 ? 3 : 2))
+template <int kHeadDim, bool kPrefetch, int kW>
+__global__ void __launch_bounds__(kW * 32,
+                                  (4 / kW) * (kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2)))
     gqa_decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The merge kernel (launched programmatically dependent) may start its prologue now.
@@ -139,9 +139,9 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   using Vec = VecT<kDl>;
 
   __shared__ __align__(16) Bf16 q_s[kGroupHeads * kQStride];
-  __shared__ float o_s[kWarps][kGroupHeads * kOStride];
-  __shared__ float m_s[kWarps][kGroupHeads];
-  __shared__ float l_s[kWarps][kGroupHeads];
+  __shared__ float o_s[kW][kGroupHeads * kOStride];
+  __shared__ float m_s[kW][kGroupHeads];
+  __shared__ float l_s[kW][kGroupHeads];
 
   const int t = blockIdx.x;
   const int group = a.q_heads / a.kv_heads;
@@ -152,11 +152,11 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   const int heads = min(kGroupHeads, group - chunk * kGroupHeads);
   const int split = blockIdx.z;
   // q first: it does not depend on the sequence lookup, so both round trips overlap.
-  constexpr int kQPerThread = kGroupHeads * kHeadDim / (kWarps * 32);
+  constexpr int kQPerThread = kGroupHeads * kHeadDim / (kW * 32);
   Bf16 q_r[kQPerThread];
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
-    int i = threadIdx.x + u * kWarps * 32;
+    int i = threadIdx.x + u * kW * 32;
     int hh = i / kHeadDim;
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   const int s_hi = min(range.hi, s_lo + per_split);
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
-    int i = threadIdx.x + u * kWarps * 32;
+    int i = threadIdx.x + u * kW * 32;
     int hh = i / kHeadDim;
     q_s[hh * kQStride + (i - hh * kHeadDim)] = q_r[u];
   }
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   const Bf16* k_base = a.k_cache + kv_head * kHeadDim + kDl * tq;
   const Bf16* v_base = a.v_cache + kv_head * kHeadDim + kDl * tq;
 
-  constexpr int kStride = kWarps * kKeysPerWarp;
+  constexpr int kStride = kW * kKeysPerWarp;
   auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
   int e0 = 0;
   int e1 = 0;
@@ -345,13 +345,13 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
     int d = i - hh * kHeadDim;
     float big_m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kW; ++w) {
       if (l_s[w][hh] > 0.0f) big_m = fmaxf(big_m, m_s[w][hh]);
     }
     float big_l = 0.0f;
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kW; ++w) {
       float wt = l_s[w][hh] > 0.0f ? exp2f(m_s[w][hh] - big_m) : 0.0f;
       big_l += l_s[w][hh] * wt;
       o += o_s[w][hh * kOStride + d] * wt;
@@ -465,22 +465,7 @@ __global__ void __launch_bounds__(128) combine2_kernel(PagedAttentionArgs a, con
   }
 }
 
-// Splits rounded down to a power of two: few distinct values, so a growing context reuses
-// the same captured decode graph for long stretches.
-int gqa_num_splits(int tokens, int q_heads, int kv_heads, int max_kv_len, int sm_count) {
-  int group = q_heads / kv_heads;
-  int64_t blocks = static_cast<int64_t>(tokens) * kv_heads * ((group + 7) / 8);
-  int64_t wanted = 4LL * sm_count;
-  if (blocks >= 2LL * sm_count) return 1;
-  int splits = static_cast<int>((wanted + blocks - 1) / blocks);
-  int by_length = std::max(1, max_kv_len / (kWarps * kKeysPerWarp));
-  int n = std::max(1, std::min(std::min(splits, by_length), 128));
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
-template <int kHeadDim, bool kPrefetch>
+template <int kHeadDim, bool kPrefetch, int kW>
 cudaError_t gqa_launch(const PagedAttentionArgs& a, bool pdl, cudaStream_t stream) {
   float* partial_o = a.workspace;
   float* partial_ml = a.workspace == nullptr ? nullptr
@@ -488,8 +473,8 @@ cudaError_t gqa_launch(const PagedAttentionArgs& a, bool pdl, cudaStream_t strea
                                                                  a.tokens * a.q_heads * a.head_dim;
   int group = a.q_heads / a.kv_heads;
   dim3 grid(a.tokens, a.kv_heads * ((group + kGroupHeads - 1) / kGroupHeads), a.num_splits);
-  gqa_decode_kernel<kHeadDim, kPrefetch>
-      <<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
+  gqa_decode_kernel<kHeadDim, kPrefetch, kW>
+      <<<grid, kW * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
   if (a.num_splits > 1 && kPrefetch) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(a.tokens, a.q_heads);
@@ -508,25 +493,25 @@ cudaError_t gqa_launch(const PagedAttentionArgs& a, bool pdl, cudaStream_t strea
   return cudaGetLastError();
 }
 
-template <bool kPrefetch>
+template <bool kPrefetch, int kW = 4>
 cudaError_t gqa_attention(const PagedAttentionArgs& a, cudaStream_t stream, bool pdl = false) {
   switch (a.head_dim) {
     case 16:
-      return gqa_launch<16, kPrefetch>(a, pdl, stream);
+      return gqa_launch<16, kPrefetch, kW>(a, pdl, stream);
     case 32:
-      return gqa_launch<32, kPrefetch>(a, pdl, stream);
+      return gqa_launch<32, kPrefetch, kW>(a, pdl, stream);
     case 64:
-      return gqa_launch<64, kPrefetch>(a, pdl, stream);
+      return gqa_launch<64, kPrefetch, kW>(a, pdl, stream);
     case 96:
-      return gqa_launch<96, kPrefetch>(a, pdl, stream);
+      return gqa_launch<96, kPrefetch, kW>(a, pdl, stream);
     case 128:
-      return gqa_launch<128, kPrefetch>(a, pdl, stream);
+      return gqa_launch<128, kPrefetch, kW>(a, pdl, stream);
     case 160:
-      return gqa_launch<160, kPrefetch>(a, pdl, stream);
+      return gqa_launch<160, kPrefetch, kW>(a, pdl, stream);
     case 192:
-      return gqa_launch<192, kPrefetch>(a, pdl, stream);
+      return gqa_launch<192, kPrefetch, kW>(a, pdl, stream);
     case 256:
-      return gqa_launch<256, kPrefetch>(a, pdl, stream);
+      return gqa_launch<256, kPrefetch, kW>(a, pdl, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -809,18 +794,23 @@ Check validate(const Setup& s, const Pool& pool, int splits,
   return {ok, rel, worst};
 }
 
-cudaError_t baseline_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
+using Fn = cudaError_t (*)(const PagedAttentionArgs&, cudaStream_t);
+
+cudaError_t src_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   return paged_attention(a, stream);
 }
-cudaError_t variant_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
-  return gqa_attention<false>(a, stream);
+template <int kW>
+cudaError_t lab_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
+  return gqa_attention<true, kW>(a, stream, true);
 }
-cudaError_t variant2_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
-  return gqa_attention<true>(a, stream);
-}
-cudaError_t variant3_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
-  return gqa_attention<true>(a, stream, true);
-}
+
+struct Variant {
+  const char* name;
+  Fn fn;
+};
+// src: the library (W1's gqa-mma-pf+pdl graduated). wN: the lab copy with N warps a block.
+constexpr Variant kVariants[] = {
+    {"src", src_fn}, {"lab w4", lab_fn<4>}, {"lab w2", lab_fn<2>}, {"lab w1", lab_fn<1>}};
 
 std::vector<int> random_lens(int n, int lo, int hi, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -882,16 +872,14 @@ void run() {
   bool all_ok = true;
   for (const Case& c : checks) {
     Setup s = make_setup(c, pool, 1, stream);
-    Check b = validate(s, pool, c.splits, baseline_fn, stream);
-    Check v = validate(s, pool, c.splits, variant_fn, stream);
-    Check v2 = validate(s, pool, c.splits, variant2_fn, stream);
-    Check v3 = validate(s, pool, c.splits, variant3_fn, stream);
-    all_ok = all_ok && v.ok && v2.ok && v3.ok;
-    std::printf(
-        "check %-22s baseline %s (rel %.2e, worst %.2f)  gqa-mma %s (rel %.2e, worst %.2f)  "
-        "gqa-mma-pf %s (rel %.2e, worst %.2f)  +pdl %s\n",
-        c.name.c_str(), b.ok ? "ok" : "FAIL", b.rel_l2, b.worst, v.ok ? "ok" : "FAIL", v.rel_l2,
-        v.worst, v2.ok ? "ok" : "FAIL", v2.rel_l2, v2.worst, v3.ok ? "ok" : "FAIL");
+    std::printf("check %-22s", c.name.c_str());
+    for (const Variant& v : kVariants) {
+      Check r = validate(s, pool, c.splits, v.fn, stream);
+      all_ok = all_ok && r.ok;
+      std::printf("  %s %s (rel %.2e, worst %.2f)", v.name, r.ok ? "ok" : "FAIL", r.rel_l2,
+                  r.worst);
+    }
+    std::printf("\n");
     std::fflush(stdout);
     free_setup(s);
   }
@@ -932,44 +920,57 @@ void run() {
     {
       int z = std::max(
           1, std::min(4 * sms / (static_cast<int>(c.q_lens.size()) * c.kv_heads), s.max_kv / 64));
+      auto gather = [&](int i) {
+        PagedAttentionArgs ai = make_args(s, pool, i % rotations, 1);
+        gather_floor_kernel<<<dim3(ai.seqs, ai.kv_heads, z), 256, 0, stream>>>(ai, sink);
+      };
+      report("gather floor", z, median_ms(stream, gather, 30));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int i = 0; i < 16; ++i) gather(i);
+      CK(cudaStreamEndCapture(stream, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
       double ms = median_ms(
-          stream,
-          [&](int i) {
-            PagedAttentionArgs ai = make_args(s, pool, i % rotations, 1);
-            gather_floor_kernel<<<dim3(ai.seqs, ai.kv_heads, z), 256, 0, stream>>>(ai, sink);
-          },
-          30);
-      report("gather floor", z, ms);
+                      stream, [&](int) { CK(cudaGraphLaunch(exec, stream)); }, 10) /
+                  16;
+      CK(cudaGraphExecDestroy(exec));
+      CK(cudaGraphDestroy(graph));
+      report("gather floor graph", z, ms);
     }
-    {
-      int splits = paged_attention_num_splits(s.tokens, c.q_heads, s.max_kv, sms);
-      Check chk = validate(s, pool, splits, baseline_fn, stream);
+    // Per call: event-timed single launches, and replays of a graph of 16 calls (what a
+    // decode step's graph sees: launch gaps of ~1 us instead of the host's).
+    auto time_graph = [&](Fn fn, int splits) {
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int i = 0; i < 16; ++i) CK(fn(make_args(s, pool, i % rotations, splits), stream));
+      CK(cudaStreamEndCapture(stream, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
       double ms = median_ms(
-          stream,
-          [&](int i) { CK(paged_attention(make_args(s, pool, i % rotations, splits), stream)); },
-          30);
-      report(chk.ok ? "baseline" : "baseline (INVALID)", splits, ms);
-    }
-    int h = gqa_num_splits(s.tokens, c.q_heads, c.kv_heads, s.max_kv, sms);
+                      stream, [&](int) { CK(cudaGraphLaunch(exec, stream)); }, 10) /
+                  16;
+      CK(cudaGraphExecDestroy(exec));
+      CK(cudaGraphDestroy(graph));
+      return ms;
+    };
+    const int h = paged_attention_num_splits(s.tokens, c.q_heads, c.kv_heads, s.max_kv, sms);
     std::vector<int> tries = {h};
     for (int x : {1, 2, 4, 8, 16, 32, 64, 128}) {
-      if (x != h && x * 64 <= s.max_kv && (x <= 4 || s.tokens <= 16)) tries.push_back(x);
+      if (x != h && x * 64 <= s.max_kv && (x <= 2 || s.tokens <= 16)) tries.push_back(x);
     }
-    using Fn = cudaError_t (*)(const PagedAttentionArgs&, cudaStream_t);
-    const std::pair<const char*, Fn> variants[] = {
-        {"gqa-mma", variant_fn}, {"gqa-mma-pf", variant2_fn}, {"gqa-mma-pf+pdl", variant3_fn}};
     for (int splits : tries) {
-      for (const auto& variant : variants) {
-        const char* name = variant.first;
-        Fn fn = variant.second;
-        if (fn == variant3_fn && splits == 1) continue;  // no merge kernel to overlap
-        Check chk = validate(s, pool, splits, fn, stream);
+      for (const Variant& v : kVariants) {
+        Check chk = validate(s, pool, splits, v.fn, stream);
         all_ok = all_ok && chk.ok;
         double ms = median_ms(
-            stream, [&](int i) { CK(fn(make_args(s, pool, i % rotations, splits), stream)); }, 30);
-        std::string what =
-            std::string(name) + (chk.ok ? "" : " (INVALID)") + (splits == h ? " [heuristic]" : "");
+            stream, [&](int i) { CK(v.fn(make_args(s, pool, i % rotations, splits), stream)); },
+            30);
+        double gms = time_graph(v.fn, splits);
+        std::string what = std::string(v.name) + (chk.ok ? "" : " (INVALID)") +
+                           (splits == h ? " [heuristic]" : "");
         report(what.c_str(), splits, ms);
+        report((what + " graph").c_str(), splits, gms);
       }
     }
     free_setup(s);

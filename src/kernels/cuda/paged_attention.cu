@@ -1,7 +1,12 @@
-// Paged attention, one block per (query token, q head, split): four warps take 32 keys at a
-// time (one key per lane for the q·k dot), keep an online softmax (base-2 exponent), and
-// accumulate V with each lane owning head_dim/32 output dims. Warps merge in shared memory;
-// splits merge in a second kernel. Correct for any mix of prefill and decode rows.
+// Paged attention for decode rows and short prefill rows: one block per (query token, KV
+// head, split) serves up to 8 q heads of the GQA group from a single read of each K/V row,
+// with S^T = K·Q^T and O^T = V^T·P^T on mma.sync m16n8k16 (bf16 in, f32 accumulate) and an
+// online softmax in base 2. Splits merge in a second kernel; long prefill rows go to the
+// tiled kernel (paged_attention_prefill.cu).
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/paged_attention_prefill.cuh"
@@ -9,19 +14,23 @@
 namespace hearth::cuda {
 namespace {
 
+using Bf16 = __nv_bfloat16;
+
 constexpr int kWarps = 4;
+constexpr int kGroupHeads = 8;  // q heads per block: the mma's N
+constexpr int kKeysPerWarp = 16;
 
 struct KeyRange {
   int seq;
-  int q_len;  // the sequence's new tokens
-  int lo;     // first visible key
-  int hi;     // one past the last visible key
+  int q_len;
+  int lo;
+  int hi;
 };
 
-__device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t) {
+__device__ __forceinline__ KeyRange key_range_search(const PagedAttentionArgs& a, int t) {
   int lo_seq = 0;
   int hi_seq = a.seqs - 1;
-  while (lo_seq < hi_seq) {  // last sequence whose query_start <= t
+  while (lo_seq < hi_seq) {
     int mid = (lo_seq + hi_seq + 1) >> 1;
     if (a.query_start[mid] <= t) {
       lo_seq = mid;
@@ -35,155 +44,350 @@ __device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t
   return {lo_seq, q_len, lo, pos + 1};
 }
 
+// The sequence of token t and its visible keys. First guess: token t is sequence t (a pure
+// decode batch), so the lookup's loads issue together; a miss pays the binary search.
+__device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t) {
+  int guess = min(t, a.seqs - 1);
+  int start = a.query_start[guess];
+  int end = a.query_start[guess + 1];
+  int kv = a.kv_lens[guess];
+  if (start <= t && t < end) {
+    int pos = kv - (end - start) + (t - start);
+    int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+    return {guess, end - start, lo, pos + 1};
+  }
+  return key_range_search(a, t);
+}
+
+__device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                          uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+template <int kDl>
+using VecT = std::conditional_t<kDl == 8, uint4, uint2>;
+
+// Read-once K/V rows: bypass L1 (each byte is used by exactly one block).
+template <int kDl>
+__device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
+  VecT<kDl> r;
+  if constexpr (kDl == 8) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+  } else {
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  }
+  return r;
+}
+
+// Block (token t, KV head x group chunk, split). Warp w walks keys in steps of 16: lane
+// (g = lane/4, tq = lane%4) loads keys g and g+8 of the step, kDl dims at a time at dims
+// kDl*(tq + 4c), c < kChunks (16 B loads, 4 lanes cover 64 contiguous bytes). Those
+// registers are the A fragments of S^T[16 keys x 8 heads] = K · Q^T (the dims are
+// permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
+// fragments of O^T[16 dims x 8 heads] += V^T · P^T.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kWarps * 32)
-    attention_split_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml,
-                           int skip_q_len) {
-  // Output elements each lane owns; below 32 dims only the first kHeadDim lanes own one.
-  constexpr int kEpl = kHeadDim >= 32 ? kHeadDim / 32 : 1;
-  __shared__ __align__(16) float q_s[kHeadDim];
-  __shared__ float warp_m[kWarps];
-  __shared__ float warp_l[kWarps];
-  __shared__ float warp_acc[kWarps][kHeadDim];
+__global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2))
+    decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The merge kernel (launched programmatically dependent) may start its prologue now.
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+  constexpr int kDl = kHeadDim >= 32 ? 8 : 4;    // bf16 per load
+  constexpr int kChunks = kHeadDim / (4 * kDl);  // loads per key row per lane
+  constexpr int kWords = kDl / 2;                // 32-bit words per load
+  constexpr int kHalves = kDl / 4;               // k-steps (and m-tiles) per load
+  constexpr int kSteps = kHeadDim / 16;          // k-steps of S^T, m-tiles of O^T
+  constexpr int kQStride = kHeadDim + 8;         // bf16 per q row in shared memory
+  constexpr int kOStride = kHeadDim + 4;         // floats per output row in shared memory
+  using Vec = VecT<kDl>;
 
-  int t = blockIdx.x;
-  int h = blockIdx.y;
-  int split = blockIdx.z;
-  int lane = threadIdx.x & 31;
-  int warp = threadIdx.x >> 5;
-  KeyRange range = key_range(a, t);
-  if (skip_q_len > 0 && range.q_len >= skip_q_len) return;  // the tiled kernel's token
-  int span = max(range.hi - range.lo, 0);
-  int chunk = detail::ceil_div(span, a.num_splits);
-  int s_lo = range.lo + split * chunk;
-  int s_hi = min(range.hi, s_lo + chunk);
-  int kv_head = h / (a.q_heads / a.kv_heads);
-  const int32_t* table = a.block_tables + range.seq * a.ld_block_tables;
+  __shared__ __align__(16) Bf16 q_s[kGroupHeads * kQStride];
+  __shared__ float o_s[kWarps][kGroupHeads * kOStride];
+  __shared__ float m_s[kWarps][kGroupHeads];
+  __shared__ float l_s[kWarps][kGroupHeads];
 
-  const __nv_bfloat16* q = a.q + t * a.ld_q + h * kHeadDim;
-  for (int i = threadIdx.x; i < kHeadDim; i += blockDim.x) {
-    q_s[i] = __bfloat162float(q[i]) * a.scale;
+  const int t = blockIdx.x;
+  const int group = a.q_heads / a.kv_heads;
+  const int chunks_per_kv = (group + kGroupHeads - 1) / kGroupHeads;
+  const int kv_head = blockIdx.y / chunks_per_kv;
+  const int chunk = blockIdx.y % chunks_per_kv;
+  const int head0 = kv_head * group + chunk * kGroupHeads;
+  const int heads = min(kGroupHeads, group - chunk * kGroupHeads);
+  const int split = blockIdx.z;
+  // q first: it does not depend on the sequence lookup, so both round trips overlap.
+  constexpr int kQPerThread = kGroupHeads * kHeadDim / (kWarps * 32);
+  Bf16 q_r[kQPerThread];
+#pragma unroll
+  for (int u = 0; u < kQPerThread; ++u) {
+    int i = threadIdx.x + u * kWarps * 32;
+    int hh = i / kHeadDim;
+    q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
+                        : __float2bfloat16(0.0f);
+  }
+  const KeyRange range = key_range(a, t);
+  if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
+  const int span = max(range.hi - range.lo, 0);
+  int per_split = (span + a.num_splits - 1) / a.num_splits;
+  per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
+  const int s_lo = range.lo + split * per_split;
+  const int s_hi = min(range.hi, s_lo + per_split);
+#pragma unroll
+  for (int u = 0; u < kQPerThread; ++u) {
+    int i = threadIdx.x + u * kWarps * 32;
+    int hh = i / kHeadDim;
+    q_s[hh * kQStride + (i - hh * kHeadDim)] = q_r[u];
   }
   __syncthreads();
 
-  float m = -INFINITY;
-  float l = 0.0f;
-  float acc[kEpl];
-#pragma unroll
-  for (int e = 0; e < kEpl; ++e) acc[e] = 0.0f;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int tq = lane & 3;
 
-  for (int tile = s_lo + warp * 32; tile < s_hi; tile += kWarps * 32) {
-    int j = tile + lane;
-    bool valid = j < s_hi;
-    int64_t slot = 0;
-    float score = -INFINITY;
-    if (valid) {
-      int block = table[j / a.block_size];
-      slot = static_cast<int64_t>(block) * a.block_size + j % a.block_size;
-      const __nv_bfloat16* k = a.k_cache + (slot * a.kv_heads + kv_head) * kHeadDim;
-      float dot = 0.0f;
+  // Q^T fragments (B of the first mma): head g, dims permuted like K's registers.
+  uint32_t qb[kSteps][2];
 #pragma unroll
-      for (int i = 0; i < kHeadDim; i += 8) {
-        float kf[8];
-        detail::load_bf16<8>(k + i, kf);
-        float4 q0 = *reinterpret_cast<const float4*>(q_s + i);
-        float4 q1 = *reinterpret_cast<const float4*>(q_s + i + 4);
-        dot += kf[0] * q0.x + kf[1] * q0.y + kf[2] * q0.z + kf[3] * q0.w + kf[4] * q1.x +
-               kf[5] * q1.y + kf[6] * q1.z + kf[7] * q1.w;
-      }
-      if (a.softcap > 0.0f) dot = a.softcap * tanhf(dot / a.softcap);
-      score = dot * detail::kLog2e;
+  for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      int base = kDl * (tq + 4 * c) + 4 * h;
+      qb[c * kHalves + h][0] = *reinterpret_cast<const uint32_t*>(&q_s[g * kQStride + base]);
+      qb[c * kHalves + h][1] = *reinterpret_cast<const uint32_t*>(&q_s[g * kQStride + base + 2]);
     }
-    float tile_max = detail::warp_max(score);
-    if (tile_max == -INFINITY) continue;
-    float m_new = fmaxf(m, tile_max);
-    float corr = exp2f(m - m_new);
-    float p = valid ? exp2f(score - m_new) : 0.0f;
-    l = l * corr + detail::warp_sum(p);
-    m = m_new;
+  }
+
+  const bool capped = a.softcap > 0.0f;
+  const float score_mul = capped ? a.scale / a.softcap : a.scale * detail::kLog2e;
+  const float cap_mul = a.softcap * detail::kLog2e;
+
+  float m0 = -INFINITY, m1 = -INFINITY;  // running max of heads 2tq, 2tq+1 (base 2)
+  float l0 = 0.0f, l1 = 0.0f;            // this lane's partial sums
+  float acc[kSteps][4];
 #pragma unroll
-    for (int e = 0; e < kEpl; ++e) acc[e] *= corr;
-    int count = min(32, s_hi - tile);
-#pragma unroll 4
-    for (int jj = 0; jj < count; ++jj) {
-      float pj = __shfl_sync(detail::kFullMask, p, jj);
-      int64_t slot_j = __shfl_sync(detail::kFullMask, slot, jj);
-      if (lane * kEpl < kHeadDim) {
-        const __nv_bfloat16* v = a.v_cache + (slot_j * a.kv_heads + kv_head) * kHeadDim;
-        float vf[kEpl];
-        detail::load_bf16<kEpl>(v + lane * kEpl, vf);
+  for (int s = 0; s < kSteps; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
+
+  const int32_t* table = a.block_tables + static_cast<int64_t>(range.seq) * a.ld_block_tables;
+  const int64_t slot_stride = static_cast<int64_t>(a.kv_heads) * kHeadDim;
+  const Bf16* k_base = a.k_cache + kv_head * kHeadDim + kDl * tq;
+  const Bf16* v_base = a.v_cache + kv_head * kHeadDim + kDl * tq;
+
+  constexpr int kStride = kWarps * kKeysPerWarp;
+  auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
+  // Block-table entries of the warp's next step are loaded one step ahead.
+  int e0 = entry(s_lo + warp * kKeysPerWarp + g);
+  int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
+  for (int tile = s_lo + warp * kKeysPerWarp; tile < s_hi; tile += kStride) {
+    const int j0 = tile + g;
+    const int j1 = j0 + 8;
+    const bool ok0 = j0 < s_hi;
+    const bool ok1 = j1 < s_hi;
+    const int64_t off0 =
+        ok0 ? (static_cast<int64_t>(e0) * a.block_size + j0 % a.block_size) * slot_stride : 0;
+    const int64_t off1 =
+        ok1 ? (static_cast<int64_t>(e1) * a.block_size + j1 % a.block_size) * slot_stride : 0;
+    Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
 #pragma unroll
-        for (int e = 0; e < kEpl; ++e) acc[e] += pj * vf[e];
+    for (int c = 0; c < kChunks; ++c) {
+      k0[c] = load_stream<kDl>(k_base + off0 + 4 * kDl * c);
+      k1[c] = load_stream<kDl>(k_base + off1 + 4 * kDl * c);
+      v0[c] = load_stream<kDl>(v_base + off0 + 4 * kDl * c);
+      v1[c] = load_stream<kDl>(v_base + off1 + 4 * kDl * c);
+    }
+    e0 = entry(j0 + kStride);
+    e1 = entry(j1 + kStride);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S[key j0][2tq, 2tq+1], S[key j1][2tq, 2tq+1]
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const uint32_t* r0 = reinterpret_cast<const uint32_t*>(&k0[c]);
+      const uint32_t* r1 = reinterpret_cast<const uint32_t*>(&k1[c]);
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        mma_16816(s, r0[2 * h], r1[2 * h], r0[2 * h + 1], r1[2 * h + 1], qb[c * kHalves + h][0],
+                  qb[c * kHalves + h][1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s[i] = capped ? cap_mul * tanhf(s[i] * score_mul) : s[i] * score_mul;
+    }
+    if (!ok0) s[0] = s[1] = -INFINITY;
+    if (!ok1) s[2] = s[3] = -INFINITY;
+    float x0 = fmaxf(s[0], s[2]);
+    float x1 = fmaxf(s[1], s[3]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+      x0 = fmaxf(x0, __shfl_xor_sync(detail::kFullMask, x0, off));
+      x1 = fmaxf(x1, __shfl_xor_sync(detail::kFullMask, x1, off));
+    }
+    // Key j = tile (g = 0) is always valid, so x0, x1 are finite.
+    const float n0 = fmaxf(m0, x0);
+    const float n1 = fmaxf(m1, x1);
+    const float c0 = exp2f(m0 - n0);
+    const float c1 = exp2f(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    const float p0 = exp2f(s[0] - n0);
+    const float p1 = exp2f(s[1] - n1);
+    const float p2 = exp2f(s[2] - n0);
+    const float p3 = exp2f(s[3] - n1);
+    l0 = l0 * c0 + p0 + p2;
+    l1 = l1 * c1 + p1 + p3;
+#pragma unroll
+    for (int st = 0; st < kSteps; ++st) {
+      acc[st][0] *= c0;
+      acc[st][1] *= c1;
+      acc[st][2] *= c0;
+      acc[st][3] *= c1;
+    }
+    const uint32_t pb0 = transpose8x8(pack_bf16(p0, p1));
+    const uint32_t pb1 = transpose8x8(pack_bf16(p2, p3));
+    // Invalid keys have p = 0 but their V registers hold whatever slot 0 holds: zero them
+    // so 0 * inf/nan cannot leak in.
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      uint32_t* r0 = reinterpret_cast<uint32_t*>(&v0[c]);
+      uint32_t* r1 = reinterpret_cast<uint32_t*>(&v1[c]);
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {
+        if (!ok0) r0[w] = 0u;
+        if (!ok1) r1[w] = 0u;
+      }
+#pragma unroll
+      for (int jp = 0; jp < kHalves; ++jp) {
+        mma_16816(acc[c * kHalves + jp], transpose8x8(r0[2 * jp]), transpose8x8(r0[2 * jp + 1]),
+                  transpose8x8(r1[2 * jp]), transpose8x8(r1[2 * jp + 1]), pb0, pb1);
       }
     }
   }
 
-  if (lane == 0) {
-    warp_m[warp] = m;
-    warp_l[warp] = l;
-  }
-  if (lane * kEpl < kHeadDim) {
 #pragma unroll
-    for (int e = 0; e < kEpl; ++e) warp_acc[warp][lane * kEpl + e] = acc[e];
+  for (int off = 4; off < 32; off <<= 1) {
+    l0 += __shfl_xor_sync(detail::kFullMask, l0, off);
+    l1 += __shfl_xor_sync(detail::kFullMask, l1, off);
+  }
+  if (g == 0) {
+    m_s[warp][2 * tq] = m0;
+    m_s[warp][2 * tq + 1] = m1;
+    l_s[warp][2 * tq] = l0;
+    l_s[warp][2 * tq + 1] = l1;
+  }
+  // acc[c*kHalves + jp]: rows g / g+8 are dims kDl*(g/2 + 4c) + 4jp + (g&1) (+2); columns
+  // heads 2tq, 2tq+1.
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+    for (int jp = 0; jp < kHalves; ++jp) {
+      int d = kDl * (g / 2 + 4 * c) + 4 * jp + (g & 1);
+      const float* r = acc[c * kHalves + jp];
+      o_s[warp][(2 * tq) * kOStride + d] = r[0];
+      o_s[warp][(2 * tq + 1) * kOStride + d] = r[1];
+      o_s[warp][(2 * tq) * kOStride + d + 2] = r[2];
+      o_s[warp][(2 * tq + 1) * kOStride + d + 2] = r[3];
+    }
   }
   __syncthreads();
 
-  float big_m = -INFINITY;
+  for (int i = threadIdx.x; i < heads * kHeadDim; i += blockDim.x) {
+    int hh = i / kHeadDim;
+    int d = i - hh * kHeadDim;
+    float big_m = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) big_m = fmaxf(big_m, warp_m[w]);
-  float weight[kWarps];
-  float big_l = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    weight[w] = warp_l[w] > 0.0f ? exp2f(warp_m[w] - big_m) : 0.0f;
-    big_l += warp_l[w] * weight[w];
-  }
-  float inv_l = big_l > 0.0f ? 1.0f / big_l : 0.0f;
-  for (int i = threadIdx.x; i < kHeadDim; i += blockDim.x) {
+    for (int w = 0; w < kWarps; ++w) {
+      if (l_s[w][hh] > 0.0f) big_m = fmaxf(big_m, m_s[w][hh]);
+    }
+    float big_l = 0.0f;
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += warp_acc[w][i] * weight[w];
-    o *= inv_l;
-    if (a.num_splits == 1) {
-      a.out[t * a.ld_out + h * kHeadDim + i] = __float2bfloat16(o);
-    } else {
-      partial_o[((static_cast<int64_t>(split) * a.tokens + t) * a.q_heads + h) * kHeadDim + i] = o;
+    for (int w = 0; w < kWarps; ++w) {
+      float wt = l_s[w][hh] > 0.0f ? exp2f(m_s[w][hh] - big_m) : 0.0f;
+      big_l += l_s[w][hh] * wt;
+      o += o_s[w][hh * kOStride + d] * wt;
     }
-  }
-  if (a.num_splits > 1 && threadIdx.x == 0) {
-    int64_t idx = (static_cast<int64_t>(split) * a.tokens + t) * a.q_heads + h;
-    partial_ml[2 * idx] = big_m;
-    partial_ml[2 * idx + 1] = big_l;
+    o = big_l > 0.0f ? o / big_l : 0.0f;
+    int head = head0 + hh;
+    if (a.num_splits == 1) {
+      a.out[t * a.ld_out + head * kHeadDim + d] = __float2bfloat16(o);
+    } else {
+      int64_t idx = (static_cast<int64_t>(split) * a.tokens + t) * a.q_heads + head;
+      partial_o[idx * kHeadDim + d] = o;
+      if (d == 0) {
+        partial_ml[2 * idx] = big_m;
+        partial_ml[2 * idx + 1] = big_l;
+      }
+    }
   }
 }
 
-// Merges the splits of one (token, head): weights l_s * 2^(m_s - max m).
-__global__ void attention_combine_kernel(PagedAttentionArgs a, const float* partial_o,
-                                         const float* partial_ml, int skip_q_len) {
-  int t = blockIdx.x;
-  int h = blockIdx.y;
+// Merges the splits of one (token, head): weights l_s * 2^(m_s - max m), computed once in
+// parallel over the splits; every dim then sums its splits with 16 loads in flight.
+constexpr int kMaxSplits = 256;
+
+__global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, const float* partial_o,
+                                                      const float* partial_ml, int skip_q_len) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float scratch[32];
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
   if (skip_q_len > 0 && key_range(a, t).q_len >= skip_q_len) return;
-  int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
-  int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials
+#endif
+  const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
+  const int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
+  float m[kMaxSplits / 128];
+  float l[kMaxSplits / 128];
   float big_m = -INFINITY;
-  for (int s = 0; s < a.num_splits; ++s) {
-    if (partial_ml[2 * (s * stride + base) + 1] > 0.0f) {
-      big_m = fmaxf(big_m, partial_ml[2 * (s * stride + base)]);
+#pragma unroll
+  for (int u = 0; u < kMaxSplits / 128; ++u) {
+    int s = threadIdx.x + u * 128;
+    m[u] = -INFINITY;
+    l[u] = 0.0f;
+    if (s < a.num_splits) {
+      float2 ml = *reinterpret_cast<const float2*>(&partial_ml[2 * (s * stride + base)]);
+      m[u] = ml.x;
+      l[u] = ml.y;
     }
+    if (l[u] > 0.0f) big_m = fmaxf(big_m, m[u]);
   }
+  big_m = detail::block_max(big_m, scratch);
   float total = 0.0f;
-  for (int s = 0; s < a.num_splits; ++s) {
-    float l = partial_ml[2 * (s * stride + base) + 1];
-    if (l > 0.0f) total += l * exp2f(partial_ml[2 * (s * stride + base)] - big_m);
+#pragma unroll
+  for (int u = 0; u < kMaxSplits / 128; ++u) {
+    float w = l[u] > 0.0f ? l[u] * exp2f(m[u] - big_m) : 0.0f;
+    w_s[threadIdx.x + u * 128] = w;
+    total += w;
   }
-  float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+  total = detail::block_sum(total, scratch);  // its barriers also publish w_s
+  const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
   for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
     float o = 0.0f;
-    for (int s = 0; s < a.num_splits; ++s) {
-      float l = partial_ml[2 * (s * stride + base) + 1];
-      if (l > 0.0f) {
-        float w = l * exp2f(partial_ml[2 * (s * stride + base)] - big_m);
-        o += w * partial_o[(s * stride + base) * a.head_dim + i];
+    for (int s0 = 0; s0 < a.num_splits; s0 += 16) {
+      float v[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        int s = s0 + u;
+        v[u] = s < a.num_splits ? partial_o[(s * stride + base) * a.head_dim + i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        if (s0 + u < a.num_splits) o += w_s[s0 + u] * v[u];
       }
     }
     a.out[t * a.ld_out + h * a.head_dim + i] = __float2bfloat16(o * inv_total);
@@ -202,25 +406,54 @@ cudaError_t launch(const PagedAttentionArgs& a, cudaStream_t stream) {
   float* partial_ml = a.workspace == nullptr ? nullptr
                                              : a.workspace + static_cast<int64_t>(a.num_splits) *
                                                                  a.tokens * a.q_heads * a.head_dim;
-  dim3 grid(a.tokens, a.q_heads, a.num_splits);
-  attention_split_kernel<kHeadDim>
-      <<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, skip_q_len);
-  if (a.num_splits > 1) {
-    attention_combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, partial_o,
-                                                                            partial_ml, skip_q_len);
+  const int group = a.q_heads / a.kv_heads;
+  dim3 grid(a.tokens, a.kv_heads * detail::ceil_div(group, kGroupHeads), a.num_splits);
+  decode_kernel<kHeadDim><<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, skip_q_len);
+  if (a.num_splits == 1) return cudaGetLastError();
+  // On sm_90 the merge launches while the split kernel drains (griddepcontrol.wait inside).
+  int device = 0;
+  int major = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   }
-  return cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(a.tokens, a.q_heads);
+  cfg.blockDim = dim3(128);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = major >= 9 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, combine_kernel, static_cast<const PagedAttentionArgs&>(a),
+                            static_cast<const float*>(partial_o),
+                            static_cast<const float*>(partial_ml), skip_q_len);
 }
 
 }  // namespace
 
+// Measured on the H200 (dev/cuda/lab_decode_attention.cu): two blocks per SM is enough, and
+// a merge kernel costs more than it gains below 128 keys a split (b64 x ctx 224: 1 split
+// 26 us, 2 splits 37 us; b1 x 32k: 32 splits 47 us, 64 splits 52 us, 128 splits 59 us).
+int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv_len,
+                               int sm_count) {
+  if (tokens <= 0 || kv_heads <= 0 || q_heads < kv_heads) return 1;
+  const int64_t blocks =
+      static_cast<int64_t>(tokens) * kv_heads * detail::ceil_div(q_heads / kv_heads, kGroupHeads);
+  const int64_t wanted = 2LL * sm_count;
+  const int64_t splits = (wanted + blocks - 1) / blocks;
+  const int64_t by_length = max_kv_len / 128;
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({splits, by_length, 128}));
+  // A power of two: few distinct values, so a growing context keeps its captured graph.
+  int p = 1;
+  while (2 * p <= n) p *= 2;
+  return p;
+}
+
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count) {
-  int64_t blocks = static_cast<int64_t>(tokens) * q_heads;
-  int64_t wanted = 4LL * sm_count;  // four resident blocks per SM hide the latency
-  if (blocks >= wanted) return 1;
-  int splits = static_cast<int>((wanted + blocks - 1) / blocks);
-  int by_length = max(1, max_kv_len / 256);  // keep >= 256 keys per split
-  return max(1, min(min(splits, by_length), 64));
+  return paged_attention_num_splits(tokens, q_heads, q_heads, max_kv_len, sm_count);
 }
 
 size_t paged_attention_workspace_bytes(int tokens, int q_heads, int head_dim, int num_splits) {
@@ -231,8 +464,10 @@ size_t paged_attention_workspace_bytes(int tokens, int q_heads, int head_dim, in
 
 cudaError_t paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.seqs <= 0 || a.tokens < 0 || a.q_heads <= 0 || a.kv_heads <= 0 ||
-      a.q_heads % a.kv_heads != 0 || a.block_size <= 0 || a.num_splits < 1 || a.q_heads > 65535 ||
-      a.num_splits > 65535 || a.ld_q < static_cast<int64_t>(a.q_heads) * a.head_dim ||
+      a.q_heads % a.kv_heads != 0 || a.block_size <= 0 || a.num_splits < 1 ||
+      a.num_splits > kMaxSplits ||
+      a.kv_heads * detail::ceil_div(a.q_heads / a.kv_heads, kGroupHeads) > 65535 ||
+      a.q_heads > 65535 || a.ld_q < static_cast<int64_t>(a.q_heads) * a.head_dim ||
       a.ld_out < static_cast<int64_t>(a.q_heads) * a.head_dim ||
       (a.num_splits > 1 && a.workspace == nullptr) || a.sliding_window < 0) {
     return cudaErrorInvalidValue;

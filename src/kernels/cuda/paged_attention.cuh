@@ -1,7 +1,8 @@
 // Paged attention over a flattened varlen batch (no prefill/decode phases): each sequence
 // has q_len new query tokens at the end of kv_len cached keys; query i sits at position
 // kv_len - q_len + i and sees keys [max(0, pos - window + 1), pos]. GQA, sliding window,
-// score soft-capping; long key ranges are split across blocks (split-K) and merged.
+// score soft-capping; long key ranges are split across blocks (split-K) and merged. Each
+// K/V row is read once per (token, KV head), whatever the GQA ratio.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -32,11 +33,15 @@ struct PagedAttentionArgs {
   float scale = 1.0f;          // usually 1/sqrt(head_dim)
   float softcap = 0.0f;        // 0: off; else scores = softcap * tanh(scores / softcap)
   int sliding_window = 0;      // 0: off
-  int num_splits = 1;          // from paged_attention_num_splits(); > 1 needs the workspace
+  int num_splits = 1;          // 1..256, from paged_attention_num_splits(); > 1 needs the workspace
   float* workspace = nullptr;  // paged_attention_workspace_bytes() bytes when num_splits > 1
 };
 
-// A split count that fills the device: 1 when the (token, head) grid already does.
+// A split count that fills the device: 1 when the (token, KV head) grid already does. A pure
+// function of the shapes (decode steps captured in CUDA graphs key on it).
+int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv_len, int sm_count);
+// For callers without the KV head count: assumes no GQA (fewer splits than the above for
+// GQA models; still correct).
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count);
 
 size_t paged_attention_workspace_bytes(int tokens, int q_heads, int head_dim, int num_splits);

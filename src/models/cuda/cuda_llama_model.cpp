@@ -798,7 +798,7 @@ Status CudaLlamaModel::launch(const ForwardBatch& batch) {
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(meta_.data(), meta_staging_.data(), m.bytes, cudaMemcpyHostToDevice, st),
       "uploading step metadata"));
-  const int splits = cuda::paged_attention_num_splits(n, c.num_heads, max_kv,
+  const int splits = cuda::paged_attention_num_splits(n, c.num_heads, c.num_kv_heads, max_kv,
                                                       ctx_->properties().multiProcessorCount);
   HEARTH_RETURN_IF_ERROR(ensure(resid_, std::size_t(n) * hidden * 2, "activations"));
   HEARTH_RETURN_IF_ERROR(ensure(xn_, std::size_t(n) * hidden * 2, "activations"));

@@ -1,10 +1,12 @@
-// Paged attention over a mixed batch (a fresh prefill, a chunked prefill on top of cached
-// keys, decode rows with long contexts) with shuffled block tables, GQA, sliding window,
-// soft-capping and split-K, against kernels/ref::paged_attention (and a float64 reference
-// with soft-capping, which ref does not have).
+// Paged attention over mixed batches (a fresh prefill, a chunked prefill on top of cached
+// keys, short prefill rows, decode rows with short and long contexts) with shuffled block
+// tables, GQA ratios 1..16, every head size, sliding windows, soft-capping and split-K,
+// against a float64 reference (checked against kernels/ref::paged_attention where ref has
+// the features).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/ref/ops.h"
@@ -18,27 +20,38 @@ using Bf16 = __nv_bfloat16;
 struct AttnCase {
   int head_dim, q_heads, kv_heads, window;
   float softcap;
-  int splits;
+  int splits;  // 0: paged_attention_num_splits()
 };
-class PagedAttentionTest : public CudaTest, public ::testing::WithParamInterface<AttnCase> {};
 
-// Tolerance: inputs are bf16 and shared exactly; scores, exponentials and sums are f32. The
-// tensor-core path (prefill) rounds the probabilities to bf16 before P·V, as flash
-// attention does, so an output element may be off by 2^-9 of Σ p|v| (which is far larger
-// than |o| when values cancel), plus the final bf16 rounding of o: relative L2 error under
-// 4e-3, and every element within 2^-7 Σ p|v| + 2^-8 |o|.
-TEST_P(PagedAttentionTest, MatchesReference) {
-  const AttnCase c = GetParam();
+// {new query tokens, cached keys before this step} per sequence.
+using Batch = std::vector<std::pair<int, int>>;
+
+// CudaTest's helpers are protected; the fixtures hand themselves to check_attention.
+class AttentionFixture : public CudaTest {
+ public:
+  using CudaTest::ctx_;
+  using CudaTest::download;
+  using CudaTest::poisoned;
+  using CudaTest::sm_count;
+  using CudaTest::upload;
+};
+
+// Tolerance: inputs are bf16 and shared exactly; scores, exponentials and sums are f32.
+// Both device paths round the probabilities to bf16 before P·V (as flash attention does),
+// so an output element may be off by 2^-9 of Σ p|v| (which is far larger than |o| when
+// values cancel), plus the final bf16 rounding of o: relative L2 error under 4e-3, and
+// every element within 2^-7 Σ p|v| + 2^-8 |o|.
+void check_attention(AttentionFixture& test, const Batch& seqs, const AttnCase& c, uint32_t seed) {
   const int block_size = 16;
-  // {new query tokens, cached keys before this step}
-  std::vector<std::pair<int, int>> seqs = {{37, 0}, {17, 100}, {1, 768}, {1, 5124}, {3, 29}};
   const int num_seqs = static_cast<int>(seqs.size());
   std::vector<int32_t> query_start(num_seqs + 1, 0);
   std::vector<int32_t> kv_lens(num_seqs);
   int max_blocks = 0;
+  int max_kv = 0;
   for (int s = 0; s < num_seqs; ++s) {
     query_start[s + 1] = query_start[s] + seqs[s].first;
     kv_lens[s] = seqs[s].first + seqs[s].second;
+    max_kv = std::max(max_kv, kv_lens[s]);
     max_blocks = std::max(max_blocks, (kv_lens[s] + block_size - 1) / block_size);
   }
   const int tokens = query_start[num_seqs];
@@ -47,7 +60,7 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   total_blocks += 7;  // unused blocks in the pool
   std::vector<int32_t> pool(total_blocks);
   std::iota(pool.begin(), pool.end(), 0);
-  std::mt19937 rng(61);
+  std::mt19937 rng(seed);
   std::shuffle(pool.begin(), pool.end(), rng);
   const int64_t ld_table = max_blocks + 2;
   std::vector<int32_t> tables(num_seqs * ld_table, -1);
@@ -63,9 +76,9 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   const int64_t ld_q = row + 8;
   const size_t cache_elems =
       static_cast<size_t>(total_blocks) * block_size * c.kv_heads * c.head_dim;
-  auto q = random_bf16_values(tokens * ld_q, 62);
-  auto k_cache = random_bf16_values(cache_elems, 63);
-  auto v_cache = random_bf16_values(cache_elems, 64);
+  auto q = random_bf16_values(tokens * ld_q, seed + 1);
+  auto k_cache = random_bf16_values(cache_elems, seed + 2);
+  auto v_cache = random_bf16_values(cache_elems, seed + 3);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   // float64 reference with soft-capping.
@@ -109,7 +122,7 @@ TEST_P(PagedAttentionTest, MatchesReference) {
       }
     }
   }
-  if (c.softcap == 0.0f) {  // the float64 reference agrees with kernels/ref
+  if (c.softcap == 0.0f && tokens <= 64) {  // the float64 reference agrees with kernels/ref
     std::vector<float> q_dense(tokens * row);
     for (int t = 0; t < tokens; ++t) {
       std::copy_n(&q[t * ld_q], row, &q_dense[t * row]);
@@ -132,16 +145,19 @@ TEST_P(PagedAttentionTest, MatchesReference) {
     EXPECT_LT(relative_error(ref_out, want), 1e-5);
   }
 
-  DeviceBuffer dq = upload(to_bf16(q));
-  DeviceBuffer dk = upload(to_bf16(k_cache));
-  DeviceBuffer dv = upload(to_bf16(v_cache));
-  DeviceBuffer dtables = upload(tables);
-  DeviceBuffer dstart = upload(query_start);
-  DeviceBuffer dlens = upload(kv_lens);
+  DeviceBuffer dq = test.upload(to_bf16(q));
+  DeviceBuffer dk = test.upload(to_bf16(k_cache));
+  DeviceBuffer dv = test.upload(to_bf16(v_cache));
+  DeviceBuffer dtables = test.upload(tables);
+  DeviceBuffer dstart = test.upload(query_start);
+  DeviceBuffer dlens = test.upload(kv_lens);
   const int64_t ld_out = row + 24;
-  DeviceBuffer dout = poisoned<Bf16>(tokens * ld_out);
-  size_t ws_bytes = paged_attention_workspace_bytes(tokens, c.q_heads, c.head_dim, c.splits);
-  DeviceBuffer dws = poisoned<char>(ws_bytes + 16);
+  DeviceBuffer dout = test.poisoned<Bf16>(tokens * ld_out);
+  const int splits = c.splits > 0 ? c.splits
+                                  : paged_attention_num_splits(tokens, c.q_heads, c.kv_heads,
+                                                               max_kv, test.sm_count());
+  size_t ws_bytes = paged_attention_workspace_bytes(tokens, c.q_heads, c.head_dim, splits);
+  DeviceBuffer dws = test.poisoned<char>(ws_bytes + 16);
 
   PagedAttentionArgs a;
   a.q = dq.as<Bf16>();
@@ -163,17 +179,27 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   a.scale = scale;
   a.softcap = c.softcap;
   a.sliding_window = c.window;
-  a.num_splits = c.splits;
-  a.workspace = c.splits > 1 ? dws.as<float>() : nullptr;
-  ASSERT_EQ(paged_attention(a, ctx_->stream()), cudaSuccess);
-  auto out = from_bf16(download<Bf16>(dout, tokens * ld_out));
+  a.num_splits = splits;
+  a.workspace = splits > 1 ? dws.as<float>() : nullptr;
+  ASSERT_EQ(paged_attention(a, test.ctx_->stream()), cudaSuccess);
+  auto out = from_bf16(test.download<Bf16>(dout, tokens * ld_out));
   std::vector<float> got(tokens * row);
   for (int t = 0; t < tokens; ++t) std::copy_n(&out[t * ld_out], row, &got[t * row]);
-  EXPECT_LT(relative_error(got, want), 4e-3);
+  EXPECT_LT(relative_error(got, want), 4e-3) << "splits " << splits;
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], magnitude[i] / 128.0 + std::abs(want[i]) / 256.0 + 1e-6)
-        << "element " << i;
+        << "element " << i << " (token " << i / row << ", head " << (i % row) / c.head_dim
+        << ", dim " << i % c.head_dim << "), splits " << splits;
   }
+}
+
+class PagedAttentionTest : public AttentionFixture,
+                           public ::testing::WithParamInterface<AttnCase> {};
+
+// A prefill on an empty cache and a chunked prefill (both >= 16 tokens: the tiled path
+// where the head size has it), decode rows with long contexts, a short prefill row.
+TEST_P(PagedAttentionTest, MixedBatchMatchesReference) {
+  check_attention(*this, {{37, 0}, {17, 100}, {1, 768}, {1, 5124}, {3, 29}}, GetParam(), 61);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -181,7 +207,46 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(AttnCase{128, 32, 8, 0, 0.0f, 1}, AttnCase{128, 8, 8, 0, 0.0f, 5},
                       AttnCase{64, 12, 2, 0, 50.0f, 1}, AttnCase{256, 8, 4, 64, 30.0f, 3},
                       AttnCase{96, 6, 1, 300, 0.0f, 8}, AttnCase{128, 4, 2, 0, 0.0f, 64},
-                      AttnCase{16, 4, 2, 0, 0.0f, 1}, AttnCase{32, 8, 2, 40, 20.0f, 4}));
+                      AttnCase{16, 4, 2, 0, 0.0f, 1}, AttnCase{32, 8, 2, 40, 20.0f, 4},
+                      AttnCase{128, 32, 8, 0, 0.0f, 0}));
+
+class PagedDecodeTest : public AttentionFixture, public ::testing::WithParamInterface<AttnCase> {};
+
+// The decode kernel's own territory: many decode rows with odd context lengths (1 key, a
+// partial block, exact blocks, thousands of keys), short prefill rows (2..15 tokens, each
+// with its own causal position) and one row long enough to be split many ways.
+TEST_P(PagedDecodeTest, DecodeRowsMatchReference) {
+  check_attention(*this,
+                  {{1, 0},
+                   {1, 15},
+                   {1, 16},
+                   {2, 31},
+                   {1, 200},
+                   {15, 57},
+                   {1, 511},
+                   {7, 0},
+                   {1, 1000},
+                   {1, 2999},
+                   {3, 130}},
+                  GetParam(), 97);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedDecodeTest,
+    ::testing::Values(
+        // Llama-3 8B: GQA 4, heuristic splits, one split, many splits.
+        AttnCase{128, 32, 8, 0, 0.0f, 0}, AttnCase{128, 32, 8, 0, 0.0f, 1},
+        AttnCase{128, 32, 8, 0, 0.0f, 13},
+        // Every head size, GQA ratios 1..16 (3, 5, 6, 12: partial 8-head groups).
+        AttnCase{16, 8, 8, 0, 0.0f, 2}, AttnCase{32, 6, 2, 0, 0.0f, 0},
+        AttnCase{64, 10, 2, 0, 0.0f, 3}, AttnCase{96, 12, 2, 0, 0.0f, 0},
+        AttnCase{160, 6, 1, 0, 0.0f, 4}, AttnCase{192, 16, 2, 0, 0.0f, 1},
+        AttnCase{256, 16, 8, 0, 0.0f, 0}, AttnCase{128, 24, 2, 0, 0.0f, 2},
+        AttnCase{128, 32, 2, 0, 0.0f, 0}, AttnCase{64, 8, 1, 0, 0.0f, 1},
+        // Sliding windows (shorter than a block, odd, longer than most rows), soft-capping.
+        AttnCase{128, 32, 8, 7, 0.0f, 0}, AttnCase{128, 32, 8, 333, 0.0f, 5},
+        AttnCase{256, 8, 4, 4096, 30.0f, 0}, AttnCase{64, 8, 2, 100, 50.0f, 2},
+        AttnCase{32, 4, 4, 0, 20.0f, 0}));
 
 TEST_F(CudaTest, PagedAttentionRejectsBadArguments) {
   PagedAttentionArgs a;
@@ -197,12 +262,38 @@ TEST_F(CudaTest, PagedAttentionRejectsBadArguments) {
   a.head_dim = 80;  // no kernel for this head size
   a.ld_q = a.ld_out = 6 * 80;
   EXPECT_EQ(paged_attention(a, ctx_->stream()), cudaErrorInvalidValue);
+  a.head_dim = 128;
+  a.ld_q = a.ld_out = 6 * 128;
+  a.num_splits = 4;  // splits without a workspace
+  EXPECT_EQ(paged_attention(a, ctx_->stream()), cudaErrorInvalidValue);
+  float dummy = 0.0f;
+  a.workspace = &dummy;  // rejected before any launch
+  a.num_splits = 257;    // more than the merge kernel takes
+  EXPECT_EQ(paged_attention(a, ctx_->stream()), cudaErrorInvalidValue);
 }
 
 TEST(PagedAttentionSplitsTest, SplitsOnlyWhenTheGridIsSmall) {
-  EXPECT_EQ(paged_attention_num_splits(4096, 32, 4096, 132), 1);
-  EXPECT_GT(paged_attention_num_splits(1, 32, 8192, 132), 1);
-  EXPECT_EQ(paged_attention_num_splits(1, 32, 100, 132), 1);
+  // A big decode batch already fills 132 SMs with (token, KV head) blocks.
+  EXPECT_EQ(paged_attention_num_splits(4096, 32, 8, 4096, 132), 1);
+  EXPECT_EQ(paged_attention_num_splits(256, 32, 8, 256, 132), 1);
+  // One long sequence: split until the grid covers the device, never below 128 keys a split.
+  const int one = paged_attention_num_splits(1, 32, 8, 32768, 132);
+  EXPECT_GE(8 * one, 132);
+  EXPECT_LE(one, 128);
+  EXPECT_GT(paged_attention_num_splits(1, 32, 8, 8192, 132), 1);
+  EXPECT_LE(paged_attention_num_splits(1, 32, 8, 640, 132), 5);
+  EXPECT_EQ(paged_attention_num_splits(1, 32, 8, 100, 132), 1);
+  // Powers of two only (few distinct captured graphs as a context grows).
+  for (int kv : {64, 100, 1000, 4096, 5000, 32768}) {
+    int n = paged_attention_num_splits(1, 32, 8, kv, 132);
+    EXPECT_EQ(n & (n - 1), 0) << kv;
+  }
+  // Without the KV head count: as if every q head had its own KV head.
+  EXPECT_EQ(paged_attention_num_splits(2, 32, 9000, 132),
+            paged_attention_num_splits(2, 32, 32, 9000, 132));
+  // A pure function of the shapes (CUDA-graph capture keys on it).
+  EXPECT_EQ(paged_attention_num_splits(3, 32, 8, 5000, 132),
+            paged_attention_num_splits(3, 32, 8, 5000, 132));
 }
 
 }  // namespace
