@@ -366,6 +366,255 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
   }
 }
 
+// v5: v2 (16 rows per warp, Q in registers, 64-key tiles) with kStages cp.async stages and
+// one barrier per tile, the rescale skipped when no row max of the warp moved, shift/mask
+// block-table indexing, and (kSwap) head groups on grid x (global longest-first).
+template <int kHeadDim, int kWarps, int kStages, bool kSwap>
+__global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
+    attention_v5_kernel(PagedAttentionArgs a, Geometry geo, float* part_o, float* part_ml) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kStride = kHeadDim + 8;  // bf16 per K/V row in shared memory
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kTileElems = kTileK * kStride;
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  constexpr int kLoadPasses = (kTileK + kKeysPerPass - 1) / kKeysPerPass;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Bf16* smem = reinterpret_cast<Bf16*>(smem_raw);  // [stage][K, V][kTileK][kStride]
+
+  int seq = 0;
+  int tile = 0;
+  const int col = kSwap ? blockIdx.y : blockIdx.x;
+  const int head_group = kSwap ? blockIdx.x : blockIdx.y;
+  if (!find_tile(a, geo.tok_per_tile, col, &seq, &tile)) return;
+  const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
+  const int group = a.q_heads / a.kv_heads;
+  const int kv_head = head_group / geo.groups;
+  const int head0 = kv_head * group + (head_group % geo.groups) * geo.pack;
+  const int split = blockIdx.z;
+  int per = tr.n_kt;
+  int used = 1;
+  if (geo.max_splits > 1) used = tile_splits(tr.n_kt, geo.max_splits, &per);
+  if (split >= used) return;
+  const int kt_first = tr.kt_begin + split * per * kTileK;
+  const int kt_count = min(per, tr.n_kt - split * per);
+  const int32_t* table = a.block_tables + seq * a.ld_block_tables;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  int row_tok[2];
+  int row_head[2];
+  int qpos[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int m = warp * 16 + g + 8 * r;
+    row_tok[r] = m / geo.pack;
+    row_head[r] = head0 + m % geo.pack;
+    qpos[r] = tr.pos0 + row_tok[r];
+  }
+
+  // Q fragments (A operand), zero for rows past the tile's queries.
+  uint32_t qf[kSteps][4];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const Bf16* qrow = a.q + static_cast<int64_t>(tr.first_token + row_tok[r]) * a.ld_q +
+                       row_head[r] * kHeadDim + 2 * t;
+    bool valid = row_tok[r] < tr.q_count;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      qf[ks][r] = valid ? *reinterpret_cast<const uint32_t*>(qrow + ks * 16) : 0u;
+      qf[ks][r + 2] = valid ? *reinterpret_cast<const uint32_t*>(qrow + ks * 16 + 8) : 0u;
+    }
+  }
+
+  // K/V tile loads: this thread copies chunk c of keys key0 + kKeysPerPass * i.
+  const int c = threadIdx.x % kChunks;
+  const int key0 = threadIdx.x / kChunks;
+  const int bs_shift = (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1;
+  const int64_t slot_stride = static_cast<int64_t>(a.kv_heads) * kHeadDim;
+  const int64_t head_off = static_cast<int64_t>(kv_head) * kHeadDim + c * 8;
+  auto load_tile = [&](int stage, int kt) {
+    Bf16* ks_ = smem + stage * 2 * kTileElems;
+#pragma unroll
+    for (int i = 0; i < kLoadPasses; ++i) {
+      int key = key0 + i * kKeysPerPass;
+      if (kKeysPerPass * kLoadPasses > kTileK && key >= kTileK) break;
+      int j = kt + key;
+      bool valid = j < tr.key_hi;
+      int64_t off = 0;
+      if (valid) {
+        int block;
+        int within;
+        if (bs_shift >= 0) {
+          block = table[j >> bs_shift];
+          within = j & (a.block_size - 1);
+        } else {
+          block = table[j / a.block_size];
+          within = j % a.block_size;
+        }
+        off = (static_cast<int64_t>(block) * a.block_size + within) * slot_stride + head_off;
+      }
+      uint32_t dst = smem_u32(ks_ + key * kStride + c * 8);
+      cp_async16(dst, a.k_cache + off, valid);
+      cp_async16(dst + kTileElems * 2, a.v_cache + off, valid);
+    }
+  };
+
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int d = 0; d < kDimTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+  float m_raw[2] = {-INFINITY, -INFINITY};  // running max of raw q·k (scale not applied)
+  float l[2] = {0.0f, 0.0f};                // this thread's partial row sums
+  const float scale2 = a.scale * kLog2e;
+  const bool softcap = a.softcap > 0.0f;
+  const float cap_in = softcap ? a.scale / a.softcap : 0.0f;
+  const float cap_out = softcap ? a.softcap / a.scale : 0.0f;
+  const int q_last = tr.pos0 + tr.q_count - 1;
+
+  // ldmatrix lane addresses (bytes) within a K or V tile.
+  const uint32_t k_lane = ((((lane >> 4) * 8) + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8) * 2;
+  const uint32_t v_lane = (((((lane >> 3) & 1) * 8) + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t smem_base = smem_u32(smem);
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < kt_count) load_tile(st, kt_first + st * kTileK);
+    cp_async_commit();
+  }
+  for (int it = 0; it < kt_count; ++it) {
+    const int kt = kt_first + it * kTileK;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile it landed for all threads; stage (it - 1) % kStages is free
+    if (it + kStages - 1 < kt_count) {
+      load_tile((it + kStages - 1) % kStages, kt + (kStages - 1) * kTileK);
+    }
+    cp_async_commit();
+    const uint32_t k_tile = smem_base + (it % kStages) * 2 * kTileElems * 2;
+    const uint32_t v_tile = k_tile + kTileElems * 2;
+
+    // S = Q Kᵀ: 16 queries x 64 keys per warp.
+    float s[kTileK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kTileK / 16; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, k_tile + k_lane + (np * 16 * kStride + ks * 16) * 2);
+        mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], b[2], b[3]);
+      }
+    }
+    if (softcap) {
+#pragma unroll
+      for (int nt = 0; nt < kTileK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] = cap_out * tanhf(s[nt][e] * cap_in);
+      }
+    }
+    const bool full =
+        kt + kTileK - 1 <= tr.pos0 && (a.sliding_window <= 0 || kt > q_last - a.sliding_window);
+    if (!full) {
+#pragma unroll
+      for (int nt = 0; nt < kTileK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int r = e >> 1;
+          int j = kt + nt * 8 + 2 * t + (e & 1);
+          bool visible = j <= qpos[r] && (a.sliding_window <= 0 || j > qpos[r] - a.sliding_window);
+          if (!visible) s[nt][e] = -INFINITY;
+        }
+      }
+    }
+    float mx[2] = {m_raw[0], m_raw[1]};
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+    }
+    float ms[2];
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+      ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
+      corr[r] = fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
+      m_raw[r] = mx[r];
+      l[r] *= corr[r];
+    }
+    uint32_t pf[kTileK / 16][4];
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) {
+      float p0 = fast_exp2(fmaf(s[nt][0], scale2, -ms[0]));
+      float p1 = fast_exp2(fmaf(s[nt][1], scale2, -ms[0]));
+      float p2 = fast_exp2(fmaf(s[nt][2], scale2, -ms[1]));
+      float p3 = fast_exp2(fmaf(s[nt][3], scale2, -ms[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      pf[nt / 2][(nt & 1) * 2 + 0] = pack_bf16(p0, p1);
+      pf[nt / 2][(nt & 1) * 2 + 1] = pack_bf16(p2, p3);
+    }
+    if (__any_sync(kFullMask, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        o[d][0] *= corr[0];
+        o[d][1] *= corr[0];
+        o[d][2] *= corr[1];
+        o[d][3] *= corr[1];
+      }
+    }
+    // O += P V; ldmatrix.trans turns row-major V into B fragments.
+#pragma unroll
+    for (int kk = 0; kk < kTileK / 16; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_t(b, v_tile + v_lane + (kk * 16 * kStride + dp * 16) * 2);
+        mma_bf16(o[2 * dp], pf[kk], b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], pf[kk], b[2], b[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullMask, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row_tok[r] >= tr.q_count) continue;
+    const int token = tr.first_token + row_tok[r];
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    if (used == 1) {
+      Bf16* dst = a.out + static_cast<int64_t>(token) * a.ld_out + row_head[r] * kHeadDim + 2 * t;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
+            __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      }
+    } else {
+      const int64_t idx =
+          (static_cast<int64_t>(split) * a.tokens + token) * a.q_heads + row_head[r];
+      float* dst = part_o + idx * kHeadDim + 2 * t;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        *reinterpret_cast<float2*>(dst + d * 8) =
+            make_float2(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      }
+      if (t == 0) {
+        part_ml[2 * idx] = l[r] > 0.0f ? m_raw[r] * scale2 : -INFINITY;
+        part_ml[2 * idx + 1] = l[r];
+      }
+    }
+  }
+}
+
 // v3: 32 query rows per warp (two m16 tiles share every K/V fragment), Q in shared memory
 // read by ldmatrix, kTileKeys keys per tile; 4 warps = 128 rows per block.
 template <int kHeadDim, int kTileKeys>
@@ -973,9 +1222,10 @@ __global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* 
 // kKind: 4 or 8 = v2 with that many warps; 32 or 64 = v3 with that many keys per tile.
 template <int kHeadDim, int kKind>
 cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_t stream) {
-  constexpr bool kV3 = kKind >= 32;
-  constexpr int kRows = kV3 ? 128 : 16 * kKind;
-  constexpr int kBlocksPerSm = kV3 ? 2 : 8 / kKind;
+  constexpr bool kV5 = kKind >= 200;
+  constexpr bool kV3 = kKind >= 32 && !kV5;
+  constexpr int kRows = kV3 || kV5 ? 128 : 16 * kKind;
+  constexpr int kBlocksPerSm = kV3 ? 2 : kV5 ? 1 : 8 / kKind;
   const int group = a.q_heads / a.kv_heads;
   Geometry geo;
   geo.pack = 1;
@@ -1001,7 +1251,16 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_
                                           : a.workspace + static_cast<int64_t>(geo.max_splits) *
                                                               a.tokens * a.q_heads * kHeadDim;
   dim3 grid(a.tokens / geo.tok_per_tile + a.seqs, heads, geo.max_splits);
-  if constexpr (kKind >= 100) {  // v4: 101 = 3 stages, 102 = 3 stages + swapped grid
+  if constexpr (kKind >= 200) {  // v5, 8 warps, 3 stages: 200 = grid as v2, 201 = swapped
+    constexpr bool kSwap = kKind == 201;
+    const size_t smem = 3 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
+    auto kernel = attention_v5_kernel<kHeadDim, 8, 3, kSwap>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    dim3 g = kSwap ? dim3(grid.y, grid.x, grid.z) : grid;
+    kernel<<<g, 256, smem, stream>>>(a, geo, part_o, part_ml);
+  } else if constexpr (kKind >= 100) {  // v4: 101 = 3 stages, 102 = 3 stages + swapped grid
     constexpr bool kSwap = kKind == 102;
     const size_t smem = (128 + 3 * 2 * 32) * (kHeadDim + 8) * sizeof(Bf16);
     auto kernel = attention_v4_kernel<kHeadDim, 32, 3, kSwap>;
@@ -1115,7 +1374,7 @@ struct Case {
 
 struct Variant {
   std::string name;
-  int kind;  // 0: src; 1/2: v2 with 4/8 warps; 3/4: v3 with 32/64-key tiles; 5/6: v4
+  int kind;  // 0: src; 1/2: v2 with 4/8 warps; 3/4: v3 with 32/64-key tiles; 5/6: v4; 7/8: v5
 };
 
 class Lab {
@@ -1214,6 +1473,9 @@ class Lab {
     a.softcap = c.softcap;
     a.sliding_window = c.window;
     a.workspace = ws.as<float>();
+    // The src path sizes its splits by paged_attention_workspace_bytes(.., num_splits).
+    a.num_splits = static_cast<int>(
+        std::clamp<size_t>(ws_bytes / (size_t(tokens) * c.q_heads * (c.head_dim + 2) * 4), 1, 64));
 
     size_t ref_smem = (c.head_dim + max_kv + 8) * sizeof(float);
     CK(cudaFuncSetAttribute(reference_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1251,8 +1513,12 @@ class Lab {
           CK(v2::launch<64>(a, ws_bytes, st));
         } else if (var.kind == 5) {
           CK(v2::launch<101>(a, ws_bytes, st));
-        } else {
+        } else if (var.kind == 6) {
           CK(v2::launch<102>(a, ws_bytes, st));
+        } else if (var.kind == 7) {
+          CK(v2::launch<200>(a, ws_bytes, st));
+        } else {
+          CK(v2::launch<201>(a, ws_bytes, st));
         }
       };
       CK(cudaMemsetAsync(out.data(), 0xff, size_t(tokens) * ld_out * 2, st));  // NaN poison
@@ -1328,11 +1594,14 @@ int run_lab() {
   const double rate = gemm_rate(ctx);
   measure_copy_bandwidth(ctx.stream());
   std::fflush(stdout);
-  std::vector<Variant> variants = {{"src-64x64", 0},
-                                   {"v2-4w-16rows", 1},
-                                   {"v2-8w-16rows", 2},
-                                   {"v3-32rows-k32", 3},
-                                   {"v3-32rows-k64", 4}};
+  // src: the graduated v2 (8 warps x 16 rows, 64-key tiles); v1 (64x64 tiles, V transposed
+  // through shared memory) measured 2421.5 us / 56.8 TFLOP/s at 4096 in W1.
+  std::vector<Variant> variants = {{"src", 0},
+                                   {"v3-32rows-k64", 4},
+                                   {"v4-k32-3st-skip", 5},
+                                   {"v4-k32-3st-swap", 6},
+                                   {"v5-8w-3st-skip", 7},
+                                   {"v5-8w-3st-swap", 8}};
   std::vector<Case> cases;
   // Correctness only: varlen batches, GQA ratios, window, soft-capping, head sizes.
   cases.push_back(

@@ -1,7 +1,12 @@
-// Tiled prefill attention on tensor cores. A block owns 64 query tokens of one sequence
-// and one q head (4 warps x 16 queries); it walks the visible keys in tiles of 64, staged
-// in shared memory (K row-major, V transposed so both feed mma.sync m16n8k16 with 32-bit
-// loads and no bank conflicts), and keeps the softmax state per query row in registers.
+// Tiled prefill attention on tensor cores (flash-attention style). A block of 8 warps owns
+// 128 query rows — (token, q head) pairs, the q heads of one GQA group packed side by side
+// so each K/V tile is read once per group — 16 rows per warp with Q in registers. K/V tiles
+// of 64 keys are gathered through the block table by cp.async into two shared-memory
+// stages; K's B fragments come from ldmatrix, V's from ldmatrix.trans; mma.sync m16n8k16
+// accumulates in f32; the online softmax runs in registers (exp2, scale folded in). Tiles of
+// a sequence run longest first. When the grid alone would not fill the device, the key
+// range is split and a combine pass merges the partial rows (workspace from paged_attention).
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -10,10 +15,41 @@
 namespace hearth::cuda::detail {
 namespace {
 
-constexpr int kTileQ = 64;
-constexpr int kTileK = 64;
-constexpr int kThreads = 128;
+using Bf16 = __nv_bfloat16;
 
+constexpr int kTileK = 64;
+constexpr int kMinTilesPerSplit = 2;
+constexpr int kMaxSplits = 64;
+
+struct Geometry {
+  int pack;          // q heads of one kv head in a CTA's rows
+  int tok_per_tile;  // query tokens per CTA (rows / pack)
+  int groups;        // CTAs per kv head (group / pack)
+  int max_splits;    // key-range splits; 1: no workspace used
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -21,157 +57,243 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
+__device__ __forceinline__ float fast_exp2(float x) {  // 2^x; -inf -> 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads) attention_tiled_kernel(PagedAttentionArgs a) {
-  constexpr int kKStride = kHeadDim + 8;   // bf16 per K row in shared memory (padding)
-  constexpr int kVStride = kTileK + 8;     // bf16 per transposed V row
-  constexpr int kSteps = kHeadDim / 16;    // k-steps of q·k
-  constexpr int kDimTiles = kHeadDim / 8;  // n-tiles of the output
-  __shared__ __align__(16) __nv_bfloat16 k_s[kTileK * kKStride];
-  __shared__ __align__(16) __nv_bfloat16 vt_s[kHeadDim * kVStride];
+// The tile's queries and the keys they see.
+struct TileRange {
+  int first_token;  // flattened index of the tile's first query
+  int q_count;      // queries in the tile
+  int pos0;         // position of the first query
+  int key_hi;       // one past the last visible key
+  int kt_begin;     // first key tile (multiple of kTileK)
+  int n_kt;         // key tiles
+};
 
-  // Which (sequence, 64-query tile) this block owns.
-  int idx = blockIdx.x;
-  int seq = -1;
+__device__ __forceinline__ TileRange tile_range(const PagedAttentionArgs& a, int seq, int tile,
+                                                int tok_per_tile) {
+  TileRange r;
+  int q_len = a.query_start[seq + 1] - a.query_start[seq];
+  int kv_len = a.kv_lens[seq];
+  int tile_first = tile * tok_per_tile;
+  r.q_count = min(tok_per_tile, q_len - tile_first);
+  r.first_token = a.query_start[seq] + tile_first;
+  r.pos0 = kv_len - q_len + tile_first;
+  r.key_hi = r.pos0 + r.q_count;
+  int key_lo = a.sliding_window > 0 ? max(0, r.pos0 - a.sliding_window + 1) : 0;
+  r.kt_begin = key_lo / kTileK * kTileK;
+  r.n_kt = (r.key_hi - r.kt_begin + kTileK - 1) / kTileK;
+  return r;
+}
+
+// Splits of one tile's key tiles; the combine pass recomputes the same figure.
+__device__ __forceinline__ int tile_splits(int n_kt, int max_splits, int* per) {
+  int s = max(1, min(max_splits, n_kt / kMinTilesPerSplit));
+  *per = (n_kt + s - 1) / s;
+  return (n_kt + *per - 1) / *per;
+}
+
+// The (sequence, tile) of grid column idx; tiles of a sequence run longest (last) first.
+__device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_per_tile, int idx,
+                                          int* seq, int* tile) {
   for (int s = 0; s < a.seqs; ++s) {
     int q_len = a.query_start[s + 1] - a.query_start[s];
     if (q_len < kTiledMinQueries) continue;
-    int tiles = (q_len + kTileQ - 1) / kTileQ;
+    int tiles = (q_len + tok_per_tile - 1) / tok_per_tile;
     if (idx < tiles) {
-      seq = s;
-      break;
+      *seq = s;
+      *tile = tiles - 1 - idx;
+      return true;
     }
     idx -= tiles;
   }
-  if (seq < 0) return;
-  const int h = blockIdx.y;
-  const int kv_head = h / (a.q_heads / a.kv_heads);
-  const int q_len = a.query_start[seq + 1] - a.query_start[seq];
-  const int kv_len = a.kv_lens[seq];
-  const int tile_first = idx * kTileQ;  // within the sequence's new tokens
-  const int q_count = min(kTileQ, q_len - tile_first);
-  const int first_token = a.query_start[seq] + tile_first;
-  const int pos0 = kv_len - q_len + tile_first;  // position of the tile's first query
-  const int key_hi = pos0 + q_count;             // one past the last visible key
-  int key_lo = 0;
-  if (a.sliding_window > 0) key_lo = max(0, pos0 - a.sliding_window + 1);
+  return false;
+}
+
+// One block = kWarps x 16 (token, q head) rows of one tile x the keys of one split.
+template <int kHeadDim, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
+    attention_tiled_kernel(PagedAttentionArgs a, Geometry geo, float* part_o, float* part_ml) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kStride = kHeadDim + 8;  // bf16 per K/V row in shared memory
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  constexpr int kSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8;
+  constexpr int kTileElems = kTileK * kStride;
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  constexpr int kLoadPasses = (kTileK + kKeysPerPass - 1) / kKeysPerPass;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Bf16* smem = reinterpret_cast<Bf16*>(smem_raw);  // [stage][K, V][kTileK][kStride]
+
+  int seq = 0;
+  int tile = 0;
+  if (!find_tile(a, geo.tok_per_tile, blockIdx.x, &seq, &tile)) return;
+  const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
+  const int group = a.q_heads / a.kv_heads;
+  const int kv_head = blockIdx.y / geo.groups;
+  const int head0 = kv_head * group + (blockIdx.y % geo.groups) * geo.pack;
+  const int split = blockIdx.z;
+  int per = tr.n_kt;
+  int used = 1;
+  if (geo.max_splits > 1) used = tile_splits(tr.n_kt, geo.max_splits, &per);
+  if (split >= used) return;
+  const int kt_first = tr.kt_begin + split * per * kTileK;
+  const int kt_count = min(per, tr.n_kt - split * per);
   const int32_t* table = a.block_tables + seq * a.ld_block_tables;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int g = lane >> 2;         // fragment row group
-  const int t = lane & 3;          // thread in group
-  const int row0 = warp * 16 + g;  // this thread's two query rows in the tile: row0, row0 + 8
-  const int rows[2] = {row0, row0 + 8};
-  const int qpos[2] = {pos0 + rows[0], pos0 + rows[1]};
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  int row_tok[2];
+  int row_head[2];
+  int qpos[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int m = warp * 16 + g + 8 * r;
+    row_tok[r] = m / geo.pack;
+    row_head[r] = head0 + m % geo.pack;
+    qpos[r] = tr.pos0 + row_tok[r];
+  }
 
   // Q fragments (A operand), zero for rows past the tile's queries.
   uint32_t qf[kSteps][4];
 #pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) {
+  for (int r = 0; r < 2; ++r) {
+    const Bf16* qrow = a.q + static_cast<int64_t>(tr.first_token + row_tok[r]) * a.ld_q +
+                       row_head[r] * kHeadDim + 2 * t;
+    bool valid = row_tok[r] < tr.q_count;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      int row = rows[r & 1];
-      int col = ks * 16 + 2 * t + (r >= 2 ? 8 : 0);
-      qf[ks][r] = 0;
-      if (row < q_count) {
-        qf[ks][r] = *reinterpret_cast<const uint32_t*>(a.q + (first_token + row) * a.ld_q +
-                                                       h * kHeadDim + col);
-      }
+    for (int ks = 0; ks < kSteps; ++ks) {
+      qf[ks][r] = valid ? *reinterpret_cast<const uint32_t*>(qrow + ks * 16) : 0u;
+      qf[ks][r + 2] = valid ? *reinterpret_cast<const uint32_t*>(qrow + ks * 16 + 8) : 0u;
     }
   }
+
+  // K/V tile loads: this thread copies chunk c of keys key0 + kKeysPerPass * i.
+  const int c = threadIdx.x % kChunks;
+  const int key0 = threadIdx.x / kChunks;
+  auto load_tile = [&](int stage, int kt) {
+    Bf16* ks_ = smem + stage * 2 * kTileElems;
+#pragma unroll
+    for (int i = 0; i < kLoadPasses; ++i) {
+      int key = key0 + i * kKeysPerPass;
+      if (kKeysPerPass * kLoadPasses > kTileK && key >= kTileK) break;
+      int j = kt + key;
+      bool valid = j < tr.key_hi;
+      int64_t off = 0;
+      if (valid) {
+        int64_t slot =
+            static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
+        off = (slot * a.kv_heads + kv_head) * kHeadDim + c * 8;
+      }
+      uint32_t dst = smem_u32(ks_ + key * kStride + c * 8);
+      cp_async16(dst, a.k_cache + off, valid);
+      cp_async16(dst + kTileElems * 2, a.v_cache + off, valid);
+    }
+  };
 
   float o[kDimTiles][4];
 #pragma unroll
   for (int d = 0; d < kDimTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};  // this thread's partial row sums (reduced over the quad at the end)
+  float m_raw[2] = {-INFINITY, -INFINITY};  // running max of raw q·k (scale not applied)
+  float l[2] = {0.0f, 0.0f};                // this thread's partial row sums
   const float scale2 = a.scale * kLog2e;
+  const bool softcap = a.softcap > 0.0f;
+  const float cap_in = softcap ? a.scale / a.softcap : 0.0f;
+  const float cap_out = softcap ? a.softcap / a.scale : 0.0f;
+  const int q_last = tr.pos0 + tr.q_count - 1;
 
-  for (int kt = key_lo / kTileK * kTileK; kt < key_hi; kt += kTileK) {
-    __syncthreads();  // the previous tile is no longer read
-    constexpr int kChunks = kHeadDim / 8;
-    for (int i = threadIdx.x; i < kTileK * kChunks; i += kThreads) {
-      int key = i / kChunks;
-      int c = i % kChunks;
-      int j = kt + key;
-      uint4 kv = make_uint4(0, 0, 0, 0);
-      uint4 vv = make_uint4(0, 0, 0, 0);
-      if (j < key_hi) {
-        int64_t slot =
-            static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        int64_t off = (slot * a.kv_heads + kv_head) * kHeadDim + c * 8;
-        kv = *reinterpret_cast<const uint4*>(a.k_cache + off);
-        vv = *reinterpret_cast<const uint4*>(a.v_cache + off);
-      }
-      *reinterpret_cast<uint4*>(&k_s[key * kKStride + c * 8]) = kv;
-      const __nv_bfloat16* vh = reinterpret_cast<const __nv_bfloat16*>(&vv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) vt_s[(c * 8 + e) * kVStride + key] = vh[e];
+  // ldmatrix lane addresses (bytes) within a K or V tile.
+  const uint32_t k_lane = ((((lane >> 4) * 8) + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8) * 2;
+  const uint32_t v_lane = (((((lane >> 3) & 1) * 8) + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t smem_base = smem_u32(smem);
+
+  load_tile(0, kt_first);
+  cp_async_commit();
+  for (int it = 0; it < kt_count; ++it) {
+    const int kt = kt_first + it * kTileK;
+    if (it + 1 < kt_count) {
+      load_tile((it + 1) & 1, kt + kTileK);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
+    const uint32_t k_tile = smem_base + (it & 1) * 2 * kTileElems * 2;
+    const uint32_t v_tile = k_tile + kTileElems * 2;
 
-    // S = Q Kᵀ for 16 queries x 64 keys per warp.
+    // S = Q Kᵀ: 16 queries x 64 keys per warp.
     float s[kTileK / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < kTileK / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    for (int nt = 0; nt < kTileK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks) {
-        const __nv_bfloat16* kr = &k_s[(nt * 8 + g) * kKStride + ks * 16 + 2 * t];
-        mma_bf16(s[nt], qf[ks], *reinterpret_cast<const uint32_t*>(kr),
-                 *reinterpret_cast<const uint32_t*>(kr + 8));
+    for (int ks = 0; ks < kSteps; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kTileK / 16; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, k_tile + k_lane + (np * 16 * kStride + ks * 16) * 2);
+        mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], b[2], b[3]);
       }
     }
-    // Scale, soft-cap, mask (causal, window, tile tail), then the online softmax.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    if (softcap) {
 #pragma unroll
-    for (int nt = 0; nt < kTileK / 8; ++nt) {
+      for (int nt = 0; nt < kTileK / 8; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int r = e >> 1;
-        int j = kt + nt * 8 + 2 * t + (e & 1);
-        float x = s[nt][e];
-        if (a.softcap > 0.0f) {
-          x = a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e;
-        } else {
-          x *= scale2;
+        for (int e = 0; e < 4; ++e) s[nt][e] = cap_out * tanhf(s[nt][e] * cap_in);
+      }
+    }
+    const bool full =
+        kt + kTileK - 1 <= tr.pos0 && (a.sliding_window <= 0 || kt > q_last - a.sliding_window);
+    if (!full) {
+#pragma unroll
+      for (int nt = 0; nt < kTileK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int r = e >> 1;
+          int j = kt + nt * 8 + 2 * t + (e & 1);
+          bool visible = j <= qpos[r] && (a.sliding_window <= 0 || j > qpos[r] - a.sliding_window);
+          if (!visible) s[nt][e] = -INFINITY;
         }
-        bool visible =
-            j <= qpos[r] && j < key_hi && (a.sliding_window <= 0 || j > qpos[r] - a.sliding_window);
-        x = visible ? x : -INFINITY;
-        s[nt][e] = x;
-        tile_max[r] = fmaxf(tile_max[r], x);
       }
     }
+    float mx[2] = {m_raw[0], m_raw[1]};
+#pragma unroll
+    for (int nt = 0; nt < kTileK / 8; ++nt) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+    }
+    float ms[2];
     float corr[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], 2));
-      float m_new = fmaxf(m[r], tile_max[r]);
-      corr[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-      m[r] = m_new;
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+      ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
+      corr[r] = fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
+      m_raw[r] = mx[r];
       l[r] *= corr[r];
     }
-    uint32_t pf[kTileK / 16][4];  // P as A fragments, 16 keys per k-step
+    uint32_t pf[kTileK / 16][4];
 #pragma unroll
     for (int nt = 0; nt < kTileK / 8; ++nt) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int r = e >> 1;
-        p[e] = m[r] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m[r]);
-        l[r] += p[e];
-      }
-      pf[nt / 2][(nt & 1) * 2 + 0] = pack_bf16(p[0], p[1]);
-      pf[nt / 2][(nt & 1) * 2 + 1] = pack_bf16(p[2], p[3]);
+      float p0 = fast_exp2(fmaf(s[nt][0], scale2, -ms[0]));
+      float p1 = fast_exp2(fmaf(s[nt][1], scale2, -ms[0]));
+      float p2 = fast_exp2(fmaf(s[nt][2], scale2, -ms[1]));
+      float p3 = fast_exp2(fmaf(s[nt][3], scale2, -ms[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      pf[nt / 2][(nt & 1) * 2 + 0] = pack_bf16(p0, p1);
+      pf[nt / 2][(nt & 1) * 2 + 1] = pack_bf16(p2, p3);
     }
 #pragma unroll
     for (int d = 0; d < kDimTiles; ++d) {
@@ -180,16 +302,18 @@ __global__ void __launch_bounds__(kThreads) attention_tiled_kernel(PagedAttentio
       o[d][2] *= corr[1];
       o[d][3] *= corr[1];
     }
-    // O += P V (V transposed in shared memory is the B operand).
+    // O += P V; ldmatrix.trans turns row-major V into B fragments.
 #pragma unroll
     for (int kk = 0; kk < kTileK / 16; ++kk) {
 #pragma unroll
-      for (int d = 0; d < kDimTiles; ++d) {
-        const __nv_bfloat16* vr = &vt_s[(d * 8 + g) * kVStride + kk * 16 + 2 * t];
-        mma_bf16(o[d], pf[kk], *reinterpret_cast<const uint32_t*>(vr),
-                 *reinterpret_cast<const uint32_t*>(vr + 8));
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_t(b, v_tile + v_lane + (kk * 16 * kStride + dp * 16) * 2);
+        mma_bf16(o[2 * dp], pf[kk], b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], pf[kk], b[2], b[3]);
       }
     }
+    __syncthreads();  // this stage is refilled two tiles on
   }
 
 #pragma unroll
@@ -199,15 +323,127 @@ __global__ void __launch_bounds__(kThreads) attention_tiled_kernel(PagedAttentio
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= q_count) continue;
-    float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    __nv_bfloat16* dst = a.out + (first_token + rows[r]) * a.ld_out + h * kHeadDim + 2 * t;
+    if (row_tok[r] >= tr.q_count) continue;
+    const int token = tr.first_token + row_tok[r];
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    if (used == 1) {
+      Bf16* dst = a.out + static_cast<int64_t>(token) * a.ld_out + row_head[r] * kHeadDim + 2 * t;
 #pragma unroll
-    for (int d = 0; d < kDimTiles; ++d) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
-          __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      for (int d = 0; d < kDimTiles; ++d) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) =
+            __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      }
+    } else {
+      const int64_t idx =
+          (static_cast<int64_t>(split) * a.tokens + token) * a.q_heads + row_head[r];
+      float* dst = part_o + idx * kHeadDim + 2 * t;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        *reinterpret_cast<float2*>(dst + d * 8) =
+            make_float2(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+      }
+      if (t == 0) {
+        part_ml[2 * idx] = l[r] > 0.0f ? m_raw[r] * scale2 : -INFINITY;
+        part_ml[2 * idx + 1] = l[r];
+      }
     }
   }
+}
+
+// Merges the key-range splits of one (token, head) row: weights l_s 2^(m_s - max m).
+__global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* part_o,
+                               const float* part_ml) {
+  const int token = blockIdx.x;
+  const int h = blockIdx.y;
+  int seq = 0;
+  while (seq + 1 < a.seqs && a.query_start[seq + 1] <= token) ++seq;
+  const int q_len = a.query_start[seq + 1] - a.query_start[seq];
+  if (q_len < kTiledMinQueries) return;
+  const int tile = (token - a.query_start[seq]) / geo.tok_per_tile;
+  const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
+  int per = 0;
+  const int used = tile_splits(tr.n_kt, geo.max_splits, &per);
+  if (used == 1) return;
+  const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
+  const int64_t base = static_cast<int64_t>(token) * a.q_heads + h;
+  float big_m = -INFINITY;
+  for (int s = 0; s < used; ++s) {
+    if (part_ml[2 * (s * stride + base) + 1] > 0.0f) {
+      big_m = fmaxf(big_m, part_ml[2 * (s * stride + base)]);
+    }
+  }
+  float total = 0.0f;
+  for (int s = 0; s < used; ++s) {
+    float l = part_ml[2 * (s * stride + base) + 1];
+    if (l > 0.0f) total += l * exp2f(part_ml[2 * (s * stride + base)] - big_m);
+  }
+  const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+  for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < used; ++s) {
+      float l = part_ml[2 * (s * stride + base) + 1];
+      if (l > 0.0f) {
+        o += l * exp2f(part_ml[2 * (s * stride + base)] - big_m) *
+             part_o[(s * stride + base) * a.head_dim + i];
+      }
+    }
+    a.out[static_cast<int64_t>(token) * a.ld_out + h * a.head_dim + i] =
+        __float2bfloat16(o * inv_total);
+  }
+}
+
+constexpr int kWarps = 8;           // 16 query rows each
+constexpr int kRows = 16 * kWarps;  // (token, q head) rows per block
+constexpr int kBlocksPerSm = 1;     // by registers (~223 per thread, 256 threads)
+// Enough blocks for kBlocksPerSm per SM on devices of up to 152 SMs; the workspace is sized
+// for it, the launch asks for what the device in use needs.
+constexpr int kFillBlocks = 152 * kBlocksPerSm;
+
+template <int kHeadDim>
+cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
+  const int group = a.q_heads / a.kv_heads;
+  Geometry geo;
+  geo.pack = 1;
+  while (geo.pack < 8 && group % (geo.pack * 2) == 0) geo.pack *= 2;
+  geo.tok_per_tile = kRows / geo.pack;
+  geo.groups = group / geo.pack;
+  geo.max_splits = 1;
+  const int64_t heads = static_cast<int64_t>(a.kv_heads) * geo.groups;
+  const int64_t blocks = std::max<int64_t>(1, a.tokens / geo.tok_per_tile) * heads;
+  const size_t per_split = static_cast<size_t>(a.tokens) * a.q_heads * (kHeadDim + 2) * 4;
+  if (a.workspace != nullptr && blocks < kFillBlocks) {
+    int device = 0;
+    int sms = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) {
+      err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    }
+    if (err != cudaSuccess) return err;
+    const int64_t want = static_cast<int64_t>(sms) * kBlocksPerSm;
+    const size_t capacity =
+        paged_attention_workspace_bytes(a.tokens, a.q_heads, a.head_dim, a.num_splits);
+    const int64_t fit = static_cast<int64_t>(capacity / per_split);
+    geo.max_splits = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>({(want + blocks - 1) / blocks, fit, int64_t{kMaxSplits}})));
+  }
+  float* part_o = a.workspace;
+  float* part_ml = a.workspace == nullptr ? nullptr
+                                          : a.workspace + static_cast<int64_t>(geo.max_splits) *
+                                                              a.tokens * a.q_heads * kHeadDim;
+  const size_t smem = 2 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
+  auto kernel = attention_tiled_kernel<kHeadDim, kWarps>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  // Columns: an upper bound of the (sequence, tile) pairs; surplus blocks exit at once.
+  const int64_t columns = a.tokens / geo.tok_per_tile + a.seqs;
+  if (heads > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>(columns), static_cast<unsigned>(heads), geo.max_splits);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(a, geo, part_o, part_ml);
+  if (geo.max_splits > 1) {
+    combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, geo, part_o, part_ml);
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -216,26 +452,28 @@ bool paged_attention_tiled_supported(int head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
+size_t paged_attention_tiled_workspace_bytes(int tokens, int q_heads, int head_dim) {
+  if (tokens < kTiledMinQueries || !paged_attention_tiled_supported(head_dim)) return 0;
+  const int64_t rows = static_cast<int64_t>(tokens) * q_heads;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  if (blocks >= kFillBlocks) return 0;
+  const int64_t splits = std::min<int64_t>(kMaxSplits, (kFillBlocks + blocks - 1) / blocks);
+  return static_cast<size_t>(splits * rows) * (head_dim + 2) * sizeof(float);
+}
+
 cudaError_t paged_attention_tiled(const PagedAttentionArgs& a, cudaStream_t stream) {
-  // An upper bound of the (sequence, tile) pairs; surplus blocks exit at once.
-  dim3 grid(a.tokens / kTileQ + a.seqs, a.q_heads);
   switch (a.head_dim) {
     case 16:
-      attention_tiled_kernel<16><<<grid, kThreads, 0, stream>>>(a);
-      break;
+      return launch_dim<16>(a, stream);
     case 32:
-      attention_tiled_kernel<32><<<grid, kThreads, 0, stream>>>(a);
-      break;
+      return launch_dim<32>(a, stream);
     case 64:
-      attention_tiled_kernel<64><<<grid, kThreads, 0, stream>>>(a);
-      break;
+      return launch_dim<64>(a, stream);
     case 128:
-      attention_tiled_kernel<128><<<grid, kThreads, 0, stream>>>(a);
-      break;
+      return launch_dim<128>(a, stream);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace hearth::cuda::detail

@@ -1,10 +1,12 @@
 // The tensor-core path of paged_attention for sequences with many new query tokens
-// (prefill chunks): flash-attention style tiles of 64 queries x 64 keys, mma.sync bf16 with
-// f32 accumulation, online softmax in registers. paged_attention() routes sequences here
-// and decode rows to the split-K kernel; this header is internal to that op.
+// (prefill chunks, prompt suffixes over a cached prefix): flash-attention style tiles of
+// (token, q head) rows x 64 keys on mma.sync, online softmax in registers, and a key-range
+// split with a combine pass when the grid alone would not fill the device.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 #include "kernels/cuda/paged_attention.cuh"
 
@@ -14,6 +16,12 @@ namespace hearth::cuda::detail {
 constexpr int kTiledMinQueries = 16;
 
 bool paged_attention_tiled_supported(int head_dim);
+
+// Workspace bytes the tiled path can use to split the key range of small grids (0 when the
+// grid is large); paged_attention_workspace_bytes() includes it. The tiled path uses no
+// more than paged_attention_workspace_bytes(tokens, q_heads, head_dim, num_splits) of
+// args.workspace (none when it is null), so a smaller workspace only means fewer splits.
+size_t paged_attention_tiled_workspace_bytes(int tokens, int q_heads, int head_dim);
 
 // Runs the tiled kernel for every sequence with q_len >= kTiledMinQueries; other tokens
 // are left to the split-K kernel.
