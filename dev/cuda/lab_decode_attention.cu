@@ -94,11 +94,6 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 template <int kDl>
 using VecT = std::conditional_t<kDl == 8, uint4, uint2>;
 
-template <int kDl>
-__device__ __forceinline__ VecT<kDl> load_vec(const Bf16* p) {
-  return __ldg(reinterpret_cast<const VecT<kDl>*>(p));
-}
-
 // Read-once K/V rows: bypass L1 (each byte is used by exactly one block).
 template <int kDl>
 __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
@@ -119,11 +114,18 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 // registers are the A fragments of S^T[16 keys x 8 heads] = K · Q^T (the dims are
 // permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
 // fragments of O^T[16 dims x 8 heads] += V^T · P^T.
-// kPrefetch: the block-table entries of a warp's next step are loaded one step ahead and
-// K/V go through L1::no_allocate loads.
-template <int kHeadDim, bool kPrefetch, int kW>
-__global__ void __launch_bounds__(kW * 32,
-                                  (4 / kW) * (kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2)))
+// Block-table entries load one step ahead, K/V through L1::no_allocate loads; kPipe also
+// issues the next step's K (after q·k) and V (after p·v) before this step's other work;
+// kW warps a block.
+// Blocks per SM the register cap allows (the pipelined form holds two steps' K/V).
+template <int kHeadDim, bool kPipe>
+constexpr int min_blocks() {
+  if (kPipe) return kHeadDim <= 64 ? 4 : (kHeadDim <= 128 ? 3 : 2);
+  return kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2);
+}
+
+template <int kHeadDim, bool kPipe, int kW>
+__global__ void __launch_bounds__(kW * 32, (4 / kW) * min_blocks<kHeadDim, kPipe>())
     gqa_decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The merge kernel (launched programmatically dependent) may start its prologue now.
@@ -161,7 +163,7 @@ __global__ void __launch_bounds__(kW * 32,
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
   }
-  const KeyRange range = kPrefetch ? key_range_guess(a, t) : key_range(a, t);
+  const KeyRange range = key_range_guess(a, t);
   if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
   const int span = max(range.hi - range.lo, 0);
   int per_split = (span + a.num_splits - 1) / a.num_splits;
@@ -210,41 +212,42 @@ __global__ void __launch_bounds__(kW * 32,
 
   constexpr int kStride = kW * kKeysPerWarp;
   auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
-  int e0 = 0;
-  int e1 = 0;
-  if (kPrefetch) {
-    e0 = entry(s_lo + warp * kKeysPerWarp + g);
-    e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
+  auto offset = [&](int j, int e) -> int64_t {
+    return j < s_hi ? (static_cast<int64_t>(e) * a.block_size + j % a.block_size) * slot_stride : 0;
+  };
+  int tile = s_lo + warp * kKeysPerWarp;
+  int e0 = entry(tile + g);
+  int e1 = entry(tile + g + 8);
+  Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
+  if (kPipe && tile < s_hi) {  // kPipe: the next step's K/V load while this one computes
+    const int64_t off0 = offset(tile + g, e0);
+    const int64_t off1 = offset(tile + g + 8, e1);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      k0[c] = load_stream<kDl>(k_base + off0 + 4 * kDl * c);
+      k1[c] = load_stream<kDl>(k_base + off1 + 4 * kDl * c);
+      v0[c] = load_stream<kDl>(v_base + off0 + 4 * kDl * c);
+      v1[c] = load_stream<kDl>(v_base + off1 + 4 * kDl * c);
+    }
+    e0 = entry(tile + kStride + g);
+    e1 = entry(tile + kStride + g + 8);
   }
-  for (int tile = s_lo + warp * kKeysPerWarp; tile < s_hi; tile += kStride) {
+  for (; tile < s_hi; tile += kStride) {
     const int j0 = tile + g;
     const int j1 = j0 + 8;
     const bool ok0 = j0 < s_hi;
     const bool ok1 = j1 < s_hi;
-    if (!kPrefetch) {
-      e0 = entry(j0);
-      e1 = entry(j1);
-    }
-    const int64_t off0 =
-        ok0 ? (static_cast<int64_t>(e0) * a.block_size + j0 % a.block_size) * slot_stride : 0;
-    const int64_t off1 =
-        ok1 ? (static_cast<int64_t>(e1) * a.block_size + j1 % a.block_size) * slot_stride : 0;
-    Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
+    const int next = tile + kStride;
+    if (!kPipe) {
+      const int64_t off0 = offset(j0, e0);
+      const int64_t off1 = offset(j1, e1);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      if (kPrefetch) {
+      for (int c = 0; c < kChunks; ++c) {
         k0[c] = load_stream<kDl>(k_base + off0 + 4 * kDl * c);
         k1[c] = load_stream<kDl>(k_base + off1 + 4 * kDl * c);
         v0[c] = load_stream<kDl>(v_base + off0 + 4 * kDl * c);
         v1[c] = load_stream<kDl>(v_base + off1 + 4 * kDl * c);
-      } else {
-        k0[c] = load_vec<kDl>(k_base + off0 + 4 * kDl * c);
-        k1[c] = load_vec<kDl>(k_base + off1 + 4 * kDl * c);
-        v0[c] = load_vec<kDl>(v_base + off0 + 4 * kDl * c);
-        v1[c] = load_vec<kDl>(v_base + off1 + 4 * kDl * c);
       }
-    }
-    if (kPrefetch) {
       e0 = entry(j0 + kStride);
       e1 = entry(j1 + kStride);
     }
@@ -257,6 +260,17 @@ __global__ void __launch_bounds__(kW * 32,
       for (int h = 0; h < kHalves; ++h) {
         mma_16816(s, r0[2 * h], r1[2 * h], r0[2 * h + 1], r1[2 * h + 1], qb[c * kHalves + h][0],
                   qb[c * kHalves + h][1]);
+      }
+    }
+    int64_t noff0 = 0;
+    int64_t noff1 = 0;
+    if (kPipe && next < s_hi) {
+      noff0 = offset(next + g, e0);
+      noff1 = offset(next + g + 8, e1);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        k0[c] = load_stream<kDl>(k_base + noff0 + 4 * kDl * c);
+        k1[c] = load_stream<kDl>(k_base + noff1 + 4 * kDl * c);
       }
     }
 #pragma unroll
@@ -310,6 +324,15 @@ __global__ void __launch_bounds__(kW * 32,
         mma_16816(acc[c * kHalves + jp], transpose8x8(r0[2 * jp]), transpose8x8(r0[2 * jp + 1]),
                   transpose8x8(r1[2 * jp]), transpose8x8(r1[2 * jp + 1]), pb0, pb1);
       }
+    }
+    if (kPipe && next < s_hi) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        v0[c] = load_stream<kDl>(v_base + noff0 + 4 * kDl * c);
+        v1[c] = load_stream<kDl>(v_base + noff1 + 4 * kDl * c);
+      }
+      e0 = entry(next + kStride + g);
+      e1 = entry(next + kStride + g + 8);
     }
   }
 
@@ -368,40 +391,6 @@ __global__ void __launch_bounds__(kW * 32,
         partial_ml[2 * idx + 1] = big_l;
       }
     }
-  }
-}
-
-// Merges the splits of one (token, head): weights l_s * 2^(m_s - max m). One warp per
-// (token, head), each lane owning head_dim/32 dims.
-__global__ void combine_kernel(PagedAttentionArgs a, const float* partial_o,
-                               const float* partial_ml, int skip_q_len) {
-  int t = blockIdx.x;
-  int h = blockIdx.y;
-  if (skip_q_len > 0 && key_range(a, t).q_len >= skip_q_len) return;
-  int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
-  int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
-  float big_m = -INFINITY;
-  for (int s = 0; s < a.num_splits; ++s) {
-    if (partial_ml[2 * (s * stride + base) + 1] > 0.0f) {
-      big_m = fmaxf(big_m, partial_ml[2 * (s * stride + base)]);
-    }
-  }
-  float total = 0.0f;
-  for (int s = 0; s < a.num_splits; ++s) {
-    float l = partial_ml[2 * (s * stride + base) + 1];
-    if (l > 0.0f) total += l * exp2f(partial_ml[2 * (s * stride + base)] - big_m);
-  }
-  float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
-  for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < a.num_splits; ++s) {
-      float l = partial_ml[2 * (s * stride + base) + 1];
-      if (l > 0.0f) {
-        float w = l * exp2f(partial_ml[2 * (s * stride + base)] - big_m);
-        o += w * partial_o[(s * stride + base) * a.head_dim + i];
-      }
-    }
-    a.out[t * a.ld_out + h * a.head_dim + i] = __float2bfloat16(o * inv_total);
   }
 }
 
@@ -465,7 +454,7 @@ __global__ void __launch_bounds__(128) combine2_kernel(PagedAttentionArgs a, con
   }
 }
 
-template <int kHeadDim, bool kPrefetch, int kW>
+template <int kHeadDim, bool kPipe, int kW>
 cudaError_t gqa_launch(const PagedAttentionArgs& a, bool pdl, cudaStream_t stream) {
   float* partial_o = a.workspace;
   float* partial_ml = a.workspace == nullptr ? nullptr
@@ -473,9 +462,8 @@ cudaError_t gqa_launch(const PagedAttentionArgs& a, bool pdl, cudaStream_t strea
                                                                  a.tokens * a.q_heads * a.head_dim;
   int group = a.q_heads / a.kv_heads;
   dim3 grid(a.tokens, a.kv_heads * ((group + kGroupHeads - 1) / kGroupHeads), a.num_splits);
-  gqa_decode_kernel<kHeadDim, kPrefetch, kW>
-      <<<grid, kW * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
-  if (a.num_splits > 1 && kPrefetch) {
+  gqa_decode_kernel<kHeadDim, kPipe, kW><<<grid, kW * 32, 0, stream>>>(a, partial_o, partial_ml, 0);
+  if (a.num_splits > 1) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(a.tokens, a.q_heads);
     cfg.blockDim = dim3(128);
@@ -487,31 +475,29 @@ cudaError_t gqa_launch(const PagedAttentionArgs& a, bool pdl, cudaStream_t strea
     cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, combine2_kernel, a, static_cast<const float*>(partial_o),
                               static_cast<const float*>(partial_ml), 0);
-  } else if (a.num_splits > 1) {
-    combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, partial_o, partial_ml, 0);
   }
   return cudaGetLastError();
 }
 
-template <bool kPrefetch, int kW = 4>
+template <bool kPipe, int kW = 4>
 cudaError_t gqa_attention(const PagedAttentionArgs& a, cudaStream_t stream, bool pdl = false) {
   switch (a.head_dim) {
     case 16:
-      return gqa_launch<16, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<16, kPipe, kW>(a, pdl, stream);
     case 32:
-      return gqa_launch<32, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<32, kPipe, kW>(a, pdl, stream);
     case 64:
-      return gqa_launch<64, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<64, kPipe, kW>(a, pdl, stream);
     case 96:
-      return gqa_launch<96, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<96, kPipe, kW>(a, pdl, stream);
     case 128:
-      return gqa_launch<128, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<128, kPipe, kW>(a, pdl, stream);
     case 160:
-      return gqa_launch<160, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<160, kPipe, kW>(a, pdl, stream);
     case 192:
-      return gqa_launch<192, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<192, kPipe, kW>(a, pdl, stream);
     case 256:
-      return gqa_launch<256, kPrefetch, kW>(a, pdl, stream);
+      return gqa_launch<256, kPipe, kW>(a, pdl, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -799,18 +785,24 @@ using Fn = cudaError_t (*)(const PagedAttentionArgs&, cudaStream_t);
 cudaError_t src_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   return paged_attention(a, stream);
 }
-template <int kW>
+template <int kW, bool kPipe = false>
 cudaError_t lab_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
-  return gqa_attention<true, kW>(a, stream, true);
+  return gqa_attention<kPipe, kW>(a, stream, true);
 }
 
 struct Variant {
   const char* name;
   Fn fn;
 };
-// src: the library (W1's gqa-mma-pf+pdl graduated). wN: the lab copy with N warps a block.
-constexpr Variant kVariants[] = {
-    {"src", src_fn}, {"lab w4", lab_fn<4>}, {"lab w2", lab_fn<2>}, {"lab w1", lab_fn<1>}};
+// src: the library (W1's gqa-mma-pf+pdl graduated). wN: the lab copy with N warps a block;
+// pipe: each warp's next K/V loads issue while the current step computes.
+constexpr Variant kVariants[] = {{"src", src_fn},
+                                 {"lab w4", lab_fn<4>},
+                                 {"lab w2", lab_fn<2>},
+                                 {"lab w1", lab_fn<1>},
+                                 {"lab w4 pipe", lab_fn<4, true>},
+                                 {"lab w2 pipe", lab_fn<2, true>},
+                                 {"lab w1 pipe", lab_fn<1, true>}};
 
 std::vector<int> random_lens(int n, int lo, int hi, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -957,7 +949,7 @@ void run() {
     const int h = paged_attention_num_splits(s.tokens, c.q_heads, c.kv_heads, s.max_kv, sms);
     std::vector<int> tries = {h};
     for (int x : {1, 2, 4, 8, 16, 32, 64, 128}) {
-      if (x != h && x * 64 <= s.max_kv && (x <= 2 || s.tokens <= 16)) tries.push_back(x);
+      if (x != h && x * 64 <= s.max_kv && (s.tokens > 16 ? x <= 2 : x >= 4)) tries.push_back(x);
     }
     for (int splits : tries) {
       for (const Variant& v : kVariants) {
