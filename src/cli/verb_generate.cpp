@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -160,15 +161,19 @@ int run_generate(const GenerateArgs& args) {
   }
   auto dir = resolve_model_dir(args.model);
   if (!dir.ok()) return fail(dir.status());
+  auto load_options = device_load_options(args.device, args.threads);
+  if (!load_options.ok()) return fail(load_options.status());
+  // The model loads (device start, weight upload) while the tokenizer loads and the prompt
+  // is encoded: both are on the way to the first token. An early return waits for the load.
+  auto model_future = std::async(std::launch::async,
+                                 [&dir, &load_options] { return load_model(*dir, *load_options); });
   auto tokenizer = text::Tokenizer::load(*dir);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   auto ids = prompt_ids(args, *dir, *tokenizer);
   if (!ids.ok()) return fail(ids.status());
   if (ids->empty()) return fail(invalid_argument_error("the prompt encodes to no tokens"));
 
-  auto load_options = device_load_options(args.device, args.threads);
-  if (!load_options.ok()) return fail(load_options.status());
-  auto model = load_model(*dir, *load_options);
+  auto model = model_future.get();
   if (!model.ok()) return fail(model.status());
   const ModelConfig& config = (*model)->config();
   engine::SamplingParams params = sampling_params(args, config);

@@ -886,7 +886,10 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
 
 std::optional<DeviceMemoryUsage> CudaLlamaModel::device_memory() const {
   std::size_t free = 0, total = 0;
-  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+  // Any thread may ask (the model may have been loaded on another one).
+  if (!ctx_->make_current().ok() || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    return std::nullopt;
+  }
   DeviceMemoryUsage m;
   m.total_bytes = total;
   m.used_bytes = ctx_->used();
