@@ -1260,10 +1260,14 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, size_t ws_bytes, cudaStream_
     if (err != cudaSuccess) return err;
     dim3 g = kSwap ? dim3(grid.y, grid.x, grid.z) : grid;
     kernel<<<g, 256, smem, stream>>>(a, geo, part_o, part_ml);
-  } else if constexpr (kKind >= 100) {  // v4: 101 = 3 stages, 102 = 3 stages + swapped grid
-    constexpr bool kSwap = kKind == 102;
-    const size_t smem = (128 + 3 * 2 * 32) * (kHeadDim + 8) * sizeof(Bf16);
-    auto kernel = attention_v4_kernel<kHeadDim, 32, 3, kSwap>;
+  } else if constexpr (kKind >= 100) {
+    // v4: 101 = 32 keys x 3 stages, 102 = the same + swapped grid, 103 = 64 keys x 2 stages +
+    // swapped grid.
+    constexpr bool kSwap = kKind != 101;
+    constexpr int kKeys = kKind == 103 ? 64 : 32;
+    constexpr int kSt = kKind == 103 ? 2 : 3;
+    const size_t smem = (128 + kSt * 2 * kKeys) * (kHeadDim + 8) * sizeof(Bf16);
+    auto kernel = attention_v4_kernel<kHeadDim, kKeys, kSt, kSwap>;
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(smem));
     if (err != cudaSuccess) return err;
@@ -1374,7 +1378,7 @@ struct Case {
 
 struct Variant {
   std::string name;
-  int kind;  // 0: src; 1/2: v2 with 4/8 warps; 3/4: v3 with 32/64-key tiles; 5/6: v4; 7/8: v5
+  int kind;  // 0: src; 1/2: v2 with 4/8 warps; 3/4: v3 with 32/64-key tiles; 5/6/9: v4; 7/8: v5
 };
 
 class Lab {
@@ -1515,6 +1519,8 @@ class Lab {
           CK(v2::launch<101>(a, ws_bytes, st));
         } else if (var.kind == 6) {
           CK(v2::launch<102>(a, ws_bytes, st));
+        } else if (var.kind == 9) {
+          CK(v2::launch<103>(a, ws_bytes, st));
         } else if (var.kind == 7) {
           CK(v2::launch<200>(a, ws_bytes, st));
         } else {
@@ -1600,6 +1606,7 @@ int run_lab() {
                                    {"v3-32rows-k64", 4},
                                    {"v4-k32-3st-skip", 5},
                                    {"v4-k32-3st-swap", 6},
+                                   {"v4-k64-2st-swap", 9},
                                    {"v5-8w-3st-skip", 7},
                                    {"v5-8w-3st-swap", 8}};
   std::vector<Case> cases;
