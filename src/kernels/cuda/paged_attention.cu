@@ -456,10 +456,16 @@ int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_c
   return paged_attention_num_splits(tokens, q_heads, q_heads, max_kv_len, sm_count);
 }
 
+// The split kernel's partial rows, or the tiled prefill path's (it runs first, in the same
+// stream, so the two share the buffer), whichever is larger.
 size_t paged_attention_workspace_bytes(int tokens, int q_heads, int head_dim, int num_splits) {
-  if (num_splits <= 1) return 0;
-  size_t rows = static_cast<size_t>(num_splits) * tokens * q_heads;
-  return rows * (head_dim + 2) * sizeof(float);
+  size_t split_bytes = 0;
+  if (num_splits > 1) {
+    size_t rows = static_cast<size_t>(num_splits) * tokens * q_heads;
+    split_bytes = rows * (head_dim + 2) * sizeof(float);
+  }
+  return std::max(split_bytes,
+                  detail::paged_attention_tiled_workspace_bytes(tokens, q_heads, head_dim));
 }
 
 cudaError_t paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {

@@ -44,6 +44,8 @@ int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv
 // GQA models; still correct).
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count);
 
+// Workspace for num_splits (and for the tiled prefill path's own key splits, which use the
+// same buffer earlier in the stream). 0: pass no workspace.
 size_t paged_attention_workspace_bytes(int tokens, int q_heads, int head_dim, int num_splits);
 
 cudaError_t paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
