@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -441,6 +443,114 @@ void decode_step(Lab& lab, double copy_bw) {
   }
 }
 
+// cuBLASLt bf16 y[m, n] = x[m, k] · w[n, k]^T (f32 accumulate), heuristic's first algorithm:
+// what GemmBf16 runs for shapes it does not route to the GEMV.
+class Lt {
+ public:
+  Lt(DeviceContext& ctx, int m, int n, int k) : ctx_(ctx) {
+    CK(cublas_status(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc"));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(cublas_status(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "ta"));
+    CK(cublas_status(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "tb"));
+    CK(cublas_status(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, k, n, k), "a"));
+    CK(cublas_status(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, k, m, k), "b"));
+    CK(cublas_status(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16BF, n, m, n), "c"));
+    cublasLtMatmulPreference_t pref = nullptr;
+    CK(cublas_status(cublasLtMatmulPreferenceCreate(&pref), "pref"));
+    size_t ws = ctx.workspace_size();
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof(ws));
+    cublasLtMatmulHeuristicResult_t h{};
+    int found = 0;
+    CK(cublas_status(
+        cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt(), desc_, a_, b_, c_, c_, pref, 1, &h, &found),
+        "heuristic"));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) throw std::runtime_error("no cuBLASLt algorithm");
+    algo_ = h.algo;
+  }
+  ~Lt() {
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(c_);
+    cublasLtMatmulDescDestroy(desc_);
+  }
+  void run(const Bf16* x, const Bf16* w, Bf16* y) {
+    float alpha = 1.0f, beta = 0.0f;
+    CK(cublas_status(
+        cublasLtMatmul(ctx_.cublaslt(), desc_, &alpha, w, a_, x, b_, &beta, y, c_, y, c_, &algo_,
+                       ctx_.workspace(), ctx_.workspace_size(), ctx_.stream()),
+        "matmul"));
+  }
+
+ private:
+  DeviceContext& ctx_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+// The GEMV vs cuBLASLt per 8B layer (qkv + o + gate_up + down, store epilogue, graph-replayed
+// chains over rotating copies) at m = 1..4 (+ cuBLASLt at 8): where GemmBf16 should stop
+// routing to the GEMV (kGemvRoutedMaxRows).
+void rows_sweep(Lab& lab, double copy_bw) {
+  const int shapes[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+  const int copies = 3;  // 3 x 436 MB of layers rotate past the L2
+  std::vector<DeviceBuffer> ws[4];
+  for (int s = 0; s < 4; ++s) {
+    for (int i = 0; i < copies; ++i) ws[s].push_back(lab.bf16(size_t(shapes[s][0]) * shapes[s][1]));
+  }
+  DeviceBuffer x = lab.bf16(size_t(8) * 14336, 1.0f);
+  DeviceBuffer y = lab.raw(size_t(8) * 28672 * 2);
+  double layer_bytes = 0;
+  for (auto& sh : shapes) layer_bytes += 2.0 * sh[0] * sh[1];
+  for (int m : {1, 2, 3, 4, 8}) {
+    double gemv_us = 0;
+    if (m <= kGemvMaxRows) {
+      double ms = lab.graph_ms([&] {
+        for (int i = 0; i < copies; ++i) {
+          for (int s = 0; s < 4; ++s) {
+            GemvArgs a;
+            a.x = x.as<Bf16>();
+            a.ldx = shapes[s][1];
+            a.w = ws[s][i].as<Bf16>();
+            a.ldw = shapes[s][1];
+            a.y = y.data();
+            a.ldy = shapes[s][0];
+            a.m = m;
+            a.n = shapes[s][0];
+            a.k = shapes[s][1];
+            a.sm_count = lab.sms();
+            a.pdl = true;
+            CK(gemv_bf16(a, lab.st()));
+          }
+        }
+      });
+      gemv_us = ms * 1e3 / copies;
+    }
+    std::vector<std::unique_ptr<Lt>> lts;
+    for (auto& sh : shapes) lts.push_back(std::make_unique<Lt>(lab.ctx, m, sh[0], sh[1]));
+    double ms = lab.graph_ms([&] {
+      for (int i = 0; i < copies; ++i) {
+        for (int s = 0; s < 4; ++s) lts[s]->run(x.as<Bf16>(), ws[s][i].as<Bf16>(), y.as<Bf16>());
+      }
+    });
+    double lt_us = ms * 1e3 / copies;
+    std::printf(
+        "  m=%d  per layer: GEMV (auto split, PDL) %s us   cuBLASLt %.1f us (%.0f%% of copy)", m,
+        m <= kGemvMaxRows ? std::to_string(gemv_us).substr(0, 6).c_str() : "  -  ", lt_us,
+        100 * layer_bytes / (lt_us * 1e-6) / copy_bw);
+    if (m <= kGemvMaxRows) {
+      std::printf("  -> %s faster (x%.2f)", gemv_us < lt_us ? "GEMV" : "cuBLASLt",
+                  std::max(gemv_us, lt_us) / std::min(gemv_us, lt_us));
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+}
+
 int run() {
   auto ctx = DeviceContext::create({});
   check(ctx.status(), "device");
@@ -456,6 +566,8 @@ int run() {
   shape_chain(lab, "gate+SiLU", 14336, 4096, GemvEpilogue::kGatedSilu, false, copy_bw);
   shape_chain(lab, "down", 4096, 14336, GemvEpilogue::kStore, false, copy_bw);
   shape_chain(lab, "lm_head", 128256, 4096, GemvEpilogue::kStore, true, copy_bw);
+  std::printf("rows sweep (kGemvRoutedMaxRows = %d):\n", kGemvRoutedMaxRows);
+  rows_sweep(lab, copy_bw);
   decode_step(lab, copy_bw);
   return 0;
 }

@@ -482,17 +482,25 @@ bool gated(GemvEpilogue e) {
 
 }  // namespace
 
-bool gemv_bf16_supported(int m, int n, int k, const void* x, int64_t ldx, const void* w,
-                         int64_t ldw) {
+namespace {
+
+bool shape_supported(int m, int n, int k, const void* x, int64_t ldx, const void* w, int64_t ldw) {
   return m >= 1 && m <= kGemvMaxRows && n > 0 && k > 0 && k % 8 == 0 && ldx % 8 == 0 &&
          ldw % 8 == 0 && static_cast<size_t>(m) * k * 2 <= kMaxSharedBytes &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
+}  // namespace
+
+bool gemv_bf16_supported(int m, int n, int k, const void* x, int64_t ldx, const void* w,
+                         int64_t ldw) {
+  return m <= kGemvRoutedMaxRows && shape_supported(m, n, k, x, ldx, w, ldw);
+}
+
 cudaError_t gemv_bf16(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w, int64_t ldw,
                       void* y, int64_t ldy, bool y_f32, bool accumulate, int m, int n, int k,
                       int sm_count, cudaStream_t stream) {
-  if (!gemv_bf16_supported(m, n, k, x, ldx, w, ldw) || ldx < k || ldw < k || ldy < n) {
+  if (!shape_supported(m, n, k, x, ldx, w, ldw) || ldx < k || ldw < k || ldy < n) {
     return cudaErrorInvalidValue;
   }
   if (y_f32) {
@@ -508,7 +516,7 @@ cudaError_t gemv_bf16(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* 
 namespace hearth::cuda {
 
 bool gemv_bf16_supported(const GemvArgs& a) {
-  if (!gemv_bf16_supported(a.m, a.n, a.k, a.x, a.ldx, a.w, a.ldw)) return false;
+  if (!shape_supported(a.m, a.n, a.k, a.x, a.ldx, a.w, a.ldw)) return false;
   if (a.split != 0 && a.split != 1 && a.split != 2 && a.split != 4) return false;
   if (a.l2_prefetch < 0 || a.l2_prefetch > 1) return false;
   if (a.prefetch_bytes > 0 && a.prefetch == nullptr) return false;

@@ -14,10 +14,17 @@
 
 namespace hearth::cuda {
 
-constexpr int kGemvMaxRows = 4;
+constexpr int kGemvMaxRows = 4;  // rows the kernels take
 
-// True when gemv_bf16 handles the shape: m <= kGemvMaxRows, x fits in shared memory,
-// k, ldx, ldw multiples of 8 and x, w 16-byte aligned.
+// Rows up to which the GEMV beats cuBLASLt, so GemmBf16 (and the CUDA model's fused decode
+// path) route only these here. H200, 8B layer shapes (lab_engine_gpu, W1): the GEMV took
+// 122 us a layer at m = 1 but 247 at m = 4 (issue-bound: every row re-unpacks x), cuBLASLt
+// 128 at m = 8; m = 2 is estimated at the crossover (lab_decode_step measures m = 1..4).
+constexpr int kGemvRoutedMaxRows = 2;
+
+// True when GemmBf16 should route the shape to gemv_bf16: m <= kGemvRoutedMaxRows, x fits
+// in shared memory, k, ldx, ldw multiples of 8 and x, w 16-byte aligned. (gemv_bf16 itself
+// takes up to kGemvMaxRows rows.)
 bool gemv_bf16_supported(int m, int n, int k, const void* x, int64_t ldx, const void* w,
                          int64_t ldw);
 

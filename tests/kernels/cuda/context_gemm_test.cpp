@@ -111,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest,
                                            GemmCase{129, 5125, 256, 0, 0, 3, GemmOut::kF32, false},
                                            GemmCase{33, 1024, 769, 5, 0, 0, GemmOut::kBf16, true},
                                            GemmCase{2, 5125, 1024, 0, 0, 0, GemmOut::kF32, true},
-                                           // m <= 4 with k, ld multiples of 8: the gemv_bf16 path
+                                           // m <= 2 with k, ld multiples of 8: the gemv_bf16 path
+                                           // (3 and 4: cuBLASLt, kGemvRoutedMaxRows)
                                            GemmCase{1, 769, 4096, 8, 8, 3, GemmOut::kBf16, false},
                                            GemmCase{1, 5125, 1024, 0, 0, 0, GemmOut::kF32, false},
                                            GemmCase{3, 1024, 2048, 8, 0, 1, GemmOut::kBf16, true},
