@@ -270,7 +270,7 @@ class CudaLlamaModel : public Model {
   Status ensure(DeviceBuffer& buf, std::size_t bytes, const char* what);
   // y[m, l.n] = x[m, l.k] · l.wᵀ (+ bias); y bf16, or f32 for logits.
   Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
-  // The decode GEMV with its fusions (dense weights, m <= kGemvMaxRows): y = epi(x' · l.wᵀ
+  // The decode GEMV with its fusions (dense weights, m <= kGemvRoutedMaxRows): y = epi(x' · l.wᵀ
   // + bias), x' = rmsnorm(x) * norm when norm is set; programmatic dependent launch on sm_90.
   cuda::GemvArgs gemv_args(const DeviceLinear& l, const Bf16* x, int m, void* y,
                            cuda::GemvEpilogue epi, const DeviceBuffer* norm) const;
@@ -502,7 +502,7 @@ cuda::GemvArgs CudaLlamaModel::gemv_args(const DeviceLinear& l, const Bf16* x, i
 }
 
 bool CudaLlamaModel::fused_decode(int n) const {
-  if (quantized_ || n < 1 || n > cuda::kGemvMaxRows || layers_.empty()) return false;
+  if (quantized_ || n < 1 || n > cuda::kGemvRoutedMaxRows || layers_.empty()) return false;
   const DeviceLayer& l = layers_.front();
   if (l.gate_up.n % 2 != 0) return false;
   using E = cuda::GemvEpilogue;
