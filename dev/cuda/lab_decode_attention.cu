@@ -128,8 +128,10 @@ template <int kHeadDim, bool kPipe, int kW>
 __global__ void __launch_bounds__(kW * 32, (4 / kW) * min_blocks<kHeadDim, kPipe>())
     gqa_decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The merge kernel (launched programmatically dependent) may start its prologue now.
-  asm volatile("griddepcontrol.launch_dependents;");
+  // Our merge kernel (launched programmatically dependent) may start its prologue now. With
+  // one split the next kernel is someone else's: it waits for our completion, so its blocks
+  // do not sit on SMs this grid's later waves need.
+  if (a.num_splits > 1) asm volatile("griddepcontrol.launch_dependents;");
 #endif
   constexpr int kDl = kHeadDim >= 32 ? 8 : 4;    // bf16 per load
   constexpr int kChunks = kHeadDim / (4 * kDl);  // loads per key row per lane
