@@ -146,8 +146,8 @@ class Bench {
     a.head_dim = hd;
     a.block_size = bs;
     a.scale = 0.088f;
-    a.num_splits =
-        paged_attention_num_splits(q_len, q_heads, kv_len, ctx_.properties().multiProcessorCount);
+    a.num_splits = paged_attention_num_splits(q_len, q_heads, kv_heads, kv_len,
+                                              ctx_.properties().multiProcessorCount);
     DeviceBuffer ws = raw(paged_attention_workspace_bytes(q_len, q_heads, hd, a.num_splits) + 16);
     a.workspace = ws.as<float>();
     double ms = median_ms(ctx_.stream(), [&](int) { CK(paged_attention(a, ctx_.stream())); });
@@ -274,8 +274,8 @@ void run_stack(Bench& b, bool quant4, int tokens, double copy_bw, double gemm_ra
   SamplingRow greedy;
   greedy.temperature = 0.0f;
   DeviceBuffer dparams = b.upload(std::vector<SamplingRow>{greedy});
-  int splits =
-      paged_attention_num_splits(T, s.q_heads, start + T, ctx.properties().multiProcessorCount);
+  int splits = paged_attention_num_splits(T, s.q_heads, s.kv_heads, start + T,
+                                          ctx.properties().multiProcessorCount);
   DeviceBuffer attn_ws = b.raw(paged_attention_workspace_bytes(T, s.q_heads, s.hd, splits) + 16);
 
   auto linear = [&](const Linear& l, const DeviceBuffer& x, int m, void* y, bool f32) {
