@@ -115,6 +115,7 @@ struct Variant {
 };
 
 int grid_for(const Variant& v, int tasks, int sms) {
+  if (v.split == 0 || v.grid_mode == 0) return 0;  // the kernel's own choice
   const int per_block = 16 / v.split;
   if (v.grid_mode == 1) {
     const int cap = 2 * sms;
