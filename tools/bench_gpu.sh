@@ -8,6 +8,8 @@
 #                                           per lab in $OUT/labs/ (sections of labs.log)
 #   tools/bench_gpu.sh model [dir]          (GPU machine) make the ANCHORS.md Llama-3.1-8B-shaped
 #                                           random model with transformers, time it end to end
+#   tools/bench_gpu.sh product4 [dir]       (GPU machine) `hearth convert` that model to MLX 4-bit
+#                                           group 64 (timed), then its batch-1 decode benchmark
 #   tools/bench_gpu.sh product [dir]        (GPU machine) the real `hearth` binary on that model:
 #                                           benchmark (decode, prefill 4096, engine levels, cached
 #                                           prefix) and process start to first token (generate)
@@ -115,6 +117,24 @@ case "${1:-}" in
       "$hearth" benchmark "$dir" --device cuda --prompt-tokens 128 --tokens 128 --runs 1 \
         --concurrency 64,256 $extra 2>&1 | tee -a "$out/product_engine.log"
     done
+    ;;
+  product4)
+    unpack
+    out=${OUT:-/tmp/hearth-gpu}
+    dir=${2:-/tmp/llama8b}
+    mkdir -p "$out"
+    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
+    hearth="$bundle/hearth"
+    t0=$(date +%s.%N)
+    "$hearth" convert "$dir" --mlx-path "$dir-q4" -q --q-bits 4 --q-group-size 64 --force \
+      > /dev/null 2>> "$out/product4.log"
+    t1=$(date +%s.%N)
+    echo "convert_q4_s $(python3 -c "print(round($t1 - $t0, 1))")" | tee -a "$out/product4.log"
+    "$hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 128 --tokens 128 --runs 3 2>&1 |
+      grep -v uploading | tee -a "$out/product4.log"
+    "$hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 4096 --tokens 32 --runs 2 2>&1 |
+      grep -v uploading | tee -a "$out/product4.log"
     ;;
   *)
     echo "usage: $0 bundle [build-dir] | run [all|kernels|model] | model [dir] | product [dir]" >&2

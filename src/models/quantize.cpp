@@ -3,9 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "models/safetensors.h"
@@ -75,35 +78,51 @@ Result<QuantizedMatrix> quantize_affine(const float* w, int64_t rows, int64_t co
   out.biases.resize(static_cast<std::size_t>(rows * groups));
   const float n_bins = static_cast<float>((1 << spec.bits) - 1);
   const float eps = 1e-7f;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* x = w + r * cols + g * spec.group_size;
-      float w_max = x[0];
-      float w_min = x[0];
-      for (int i = 1; i < spec.group_size; ++i) {
-        w_max = std::max(w_max, x[i]);
-        w_min = std::min(w_min, x[i]);
-      }
-      // As mlx.core.quantize: anchor the grid at the edge of larger magnitude so that it
-      // is represented exactly, and keep zero-width groups finite.
-      const bool min_is_edge = std::fabs(w_min) > std::fabs(w_max);
-      float scale = std::max((w_max - w_min) / n_bins, eps);
-      if (!min_is_edge) scale = -scale;
-      const float edge = min_is_edge ? w_min : w_max;
-      const float q0 = std::nearbyint(edge / scale);
-      if (q0 != 0.0f) scale = edge / q0;
-      const float bias = q0 == 0.0f ? 0.0f : edge;
-      out.scales[r * groups + g] = scale;
-      out.biases[r * groups + g] = bias;
-      for (int i = 0; i < spec.group_size; ++i) {
-        float q = std::nearbyint((x[i] - bias) / scale);
-        q = std::clamp(q, 0.0f, n_bins);
-        const int64_t c = g * spec.group_size + i;
-        out.packed[(r * cols + c) / per_word] |= static_cast<uint32_t>(q)
-                                                 << ((c % per_word) * spec.bits);
+  // Rows are independent (a row's packed words are its own: cols is a multiple of the group
+  // size, itself a multiple of the values per word), so row ranges go to threads.
+  auto quantize_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* x = w + r * cols + g * spec.group_size;
+        float w_max = x[0];
+        float w_min = x[0];
+        for (int i = 1; i < spec.group_size; ++i) {
+          w_max = std::max(w_max, x[i]);
+          w_min = std::min(w_min, x[i]);
+        }
+        // As mlx.core.quantize: anchor the grid at the edge of larger magnitude so that it
+        // is represented exactly, and keep zero-width groups finite.
+        const bool min_is_edge = std::fabs(w_min) > std::fabs(w_max);
+        float scale = std::max((w_max - w_min) / n_bins, eps);
+        if (!min_is_edge) scale = -scale;
+        const float edge = min_is_edge ? w_min : w_max;
+        const float q0 = std::nearbyint(edge / scale);
+        if (q0 != 0.0f) scale = edge / q0;
+        const float bias = q0 == 0.0f ? 0.0f : edge;
+        out.scales[r * groups + g] = scale;
+        out.biases[r * groups + g] = bias;
+        for (int i = 0; i < spec.group_size; ++i) {
+          float q = std::nearbyint((x[i] - bias) / scale);
+          q = std::clamp(q, 0.0f, n_bins);
+          const int64_t c = g * spec.group_size + i;
+          out.packed[(r * cols + c) / per_word] |= static_cast<uint32_t>(q)
+                                                   << ((c % per_word) * spec.bits);
+        }
       }
     }
+  };
+  const int64_t min_rows_per_thread = 64;
+  const int64_t threads = std::clamp<int64_t>(rows / min_rows_per_thread, 1,
+                                              std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  const int64_t per_thread = (rows + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t r0 = t * per_thread;
+    const int64_t r1 = std::min(rows, r0 + per_thread);
+    if (r0 < r1) pool.emplace_back(quantize_rows, r0, r1);
   }
+  quantize_rows(0, std::min(rows, per_thread));
+  for (std::thread& th : pool) th.join();
   return out;
 }
 
