@@ -94,7 +94,8 @@ Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s, const __nv_
                                        sizeof(workspace));
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(ctx_->stream(), &capturing);
-  const bool tune = s.m <= kTuneMaxRows && !s.accumulate && int64_t{s.n} * s.k >= kTuneMinWeights &&
+  const bool tune = s.m >= kTuneMinRows && s.m <= kTuneMaxRows && !s.accumulate &&
+                    int64_t{s.n} * s.k >= kTuneMinWeights &&
                     capturing == cudaStreamCaptureStatusNone;
   cublasLtMatmulHeuristicResult_t heuristic[kTuneCandidates]{};
   int found = 0;

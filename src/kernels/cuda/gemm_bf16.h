@@ -1,13 +1,13 @@
 // bf16 GEMM through cuBLASLt with f32 accumulation, in the layout of a torch Linear:
 // y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + an algorithm) are
 // cached per shape, so a decode step pays no planning cost. For batched-decode shapes (large
-// weights, m <= kTuneMaxRows) the plan's algorithm is the fastest of the heuristic's first
-// kTuneCandidates, timed once on the first eager call of that shape (cuBLASLt's first pick
-// measured 75-80 % of the ceiling there); other shapes, and a shape first met inside a stream
-// capture, keep the first pick. A plan never changes once made, so graph replays and eager
-// calls of a shape run the same kernel; two GemmBf16 objects may pick different algorithms
-// for a tuned shape (outputs then differ by summation order only). Small m (decode) goes to
-// gemv_bf16 instead.
+// weights, kTuneMinRows <= m <= kTuneMaxRows) the plan's algorithm is the fastest of the
+// heuristic's first kTuneCandidates, timed once on the first eager call of that shape (the
+// first pick was 4-5 % slower per 8B layer than the best of its top 8 at m = 16-128, W2 lab);
+// other shapes, and a shape first met inside a stream capture, keep the first pick. A plan
+// never changes once made, so graph replays and eager calls of a shape run the same kernel;
+// two GemmBf16 objects may pick different algorithms for a tuned shape (outputs then differ
+// by summation order only). Small m (decode) goes to gemv_bf16 instead.
 #pragma once
 
 #include <cublasLt.h>
@@ -37,6 +37,9 @@ struct GemmShape {
 
 class GemmBf16 {
  public:
+  // Below 9 rows a step is a short prompt more often than a decode batch: its first step
+  // (start to first token) should not wait for the timing runs.
+  static constexpr int kTuneMinRows = 9;
   static constexpr int kTuneMaxRows = 384;
   static constexpr int kTuneCandidates = 6;
   static constexpr int64_t kTuneMinWeights = int64_t{8} << 20;  // n * k: 16 MB of bf16
