@@ -61,480 +61,139 @@ constexpr int kWarps = kThreads / 32;
 
 __device__ __forceinline__ float to_f(Bf16 v) { return __bfloat162float(v); }
 
-// ==== CANDIDATE (generated from the working src/kernels/cuda/affine_quant.cu) ====
-namespace cand {
-struct AffineGemvArgs {
-  AffineQuantWeight w;               // [n, k]; [2n, k] (gate rows, then up) when gated
-  const __nv_bfloat16* x = nullptr;  // [m, k] (ldx); the residual stream when norm_weight
-  int64_t ldx = 0;
-  void* y = nullptr;  // [m, n] (ldy), bf16 or f32
-  int64_t ldy = 0;
-  bool y_f32 = false;
-  GemvEpilogue epilogue = GemvEpilogue::kStore;  // kResidualAdd / kGated*: bf16 y only,
-                                                 // gated: m <= 4
-  // RMSNorm prologue: x is replaced by bf16(rmsnorm(x) * (norm_weight + norm_offset)), the
-  // bits rmsnorm_residual(nullptr, ...) would write.
-  const __nv_bfloat16* norm_weight = nullptr;  // [k]
-  float norm_offset = 0.0f;
-  float norm_eps = 1e-5f;
-  int m = 0;
-  int sm_count = 0;
-  bool pdl = false;  // programmatic dependent launch (sm_90+ only): the first weight loads
-                     // go out before the previous kernel finishes
-};
-
-constexpr int kThreads = 256;
-constexpr int kWarpsPerBlock = kThreads / 32;
-constexpr int kUnroll = 4;                         // 16-byte weight loads in flight per lane
-constexpr size_t kMaxGemvSmem = size_t{96} << 10;  // x rows per launch are capped to fit
+// ==== V0: the src kernel before issue 5 (commit c4ef7a6), kept as the baseline ====
+namespace v0 {
+constexpr int kWarpsPerBlock = 8;
 
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// A chunk is one 16-byte word of packed weights: 32 values at 4 bits, 16 at 8 bits. Its x
-// values live in kSlots 16-byte slots of half pairs, in the order the unpacking makes them.
+// q as float without an int->float conversion (a quarter-rate instruction): OR the bits
+// into the mantissa of 2^23 and subtract 2^23, both full-rate.
+__device__ __forceinline__ float small_uint_to_float(uint32_t q) {
+  return __uint_as_float(0x4B000000u | q) - 8388608.0f;
+}
+
 template <int kBits>
-struct Chunk {
-  static constexpr int kValues = 128 / kBits;
-  static constexpr int kSlots = kBits == 4 ? 4 : 2;
-  static constexpr size_t kSmemPerRow = kSlots * 16 + sizeof(float2);  // per chunk and x row
+struct ChunkMath {
+  static constexpr int kPerWord = 32 / kBits;     // values per uint32
+  static constexpr int kPerChunk = 4 * kPerWord;  // values per 16-byte chunk
+  static constexpr uint32_t kMask = (1u << kBits) - 1;
 };
 
-__device__ __forceinline__ uint32_t half2_bits(__half2 v) {
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-__device__ __forceinline__ __half2 bits_half2(uint32_t v) {
-  return *reinterpret_cast<__half2*>(&v);
+// Adds s * Σ q·x + b * Σ x of one 16-byte chunk to acc[r] for every row r.
+template <int kBits, int kRows>
+__device__ __forceinline__ void chunk_dot(const uint4& packed, float s, float b,
+                                          const __nv_bfloat16* x, int64_t ldx, float* acc) {
+  using M = ChunkMath<kBits>;
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+  float q[M::kPerChunk];
+#pragma unroll
+  for (int wi = 0; wi < 4; ++wi) {
+#pragma unroll
+    for (int j = 0; j < M::kPerWord; ++j) {
+      q[wi * M::kPerWord + j] = small_uint_to_float((words[wi] >> (kBits * j)) & M::kMask);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    float sum_qx = 0.0f;
+    float sum_x = 0.0f;
+#pragma unroll
+    for (int i = 0; i < M::kPerChunk; i += 8) {
+      float xf[8];
+      detail::load_bf16<8>(x + r * ldx + i, xf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        sum_qx += q[i + j] * xf[j];
+        sum_x += xf[j];
+      }
+    }
+    acc[r] += s * sum_qx + b * sum_x;
+  }
 }
 
-// Per x row, 1 / rms(x) with rmsnorm_residual's summation order (decode_fusion.cuh): this
-// block's threads play its rmsnorm_threads(k) threads, each summing x[t], x[t + threads], ...
-template <int kRows>
-__device__ void inverse_rms(const __nv_bfloat16* x, int64_t ldx, int k, float eps, float* inv,
-                            float* scratch) {
-  const int vthreads = detail::rmsnorm_threads(k);
-  constexpr int kMaxVirtual = 1024 / kThreads;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-#pragma unroll 1
-  for (int r = 0; r < kRows; ++r) {
-    const __nv_bfloat16* row = x + r * ldx;
-#pragma unroll
-    for (int j = 0; j < kMaxVirtual; ++j) {
-      const int vt = threadIdx.x + j * kThreads;
-      float s = 0.0f;
-      if (vt < vthreads) {
-        for (int i = vt; i < k; i += vthreads) {
-          const float v = __bfloat162float(row[i]);
-          s += v * v;
-        }
-      }
-      s = detail::warp_sum(s);
-      if (lane == 0 && warp + j * kWarpsPerBlock < vthreads / 32) {
-        scratch[warp + j * kWarpsPerBlock] = s;
-      }
+// kSharedX: x is first copied to shared memory (when it fits), so the per-chunk x reads hit
+// shared memory instead of L1.
+template <int kBits, int kRows, typename ScaleT, typename OutT, bool kSharedX>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    affine_gemv_kernel(AffineQuantWeight w, const __nv_bfloat16* x, int64_t ldx, OutT* y,
+                       int64_t ldy) {
+  using M = ChunkMath<kBits>;
+  extern __shared__ uint4 x_shared[];
+  const __nv_bfloat16* xv = x;
+  int64_t ldxv = ldx;
+  if constexpr (kSharedX) {
+    const int x_chunks = w.k / 8;
+    for (int i = threadIdx.x; i < kRows * x_chunks; i += blockDim.x) {
+      x_shared[i] = *reinterpret_cast<const uint4*>(x + (i / x_chunks) * ldx + (i % x_chunks) * 8);
     }
     __syncthreads();
-    const float total = detail::warp_sum(lane < vthreads / 32 ? scratch[lane] : 0.0f);
-    if (threadIdx.x == 0) inv[r] = rsqrtf(total / static_cast<float>(k) + eps);
-    __syncthreads();  // scratch is rewritten by the next row
+    xv = reinterpret_cast<const __nv_bfloat16*>(x_shared);
+    ldxv = w.k;
   }
-}
-
-// x [rows, k] -> shared: slots [rows][kSlots][chunks] (uint4) then stats [rows][chunks]
-// (float2: 2^e, Σx). With norm_weight, x is first replaced by rmsnorm_residual's bf16
-// output bf16(x * inv_rms * (weight + offset)). Each chunk's x is divided by 2^e, its
-// largest |x| rounded down to a power of two, so the halves lie in (-2, 2): no overflow,
-// full 11-bit precision whatever the activations' range. One thread per (row, chunk).
-template <int kBits>
-__device__ __forceinline__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int chunks,
-                                        const __nv_bfloat16* norm_weight, float norm_offset,
-                                        const float* inv_rms, uint4* slots, float2* stats) {
-  using C = Chunk<kBits>;
-  for (int u = threadIdx.x; u < rows * chunks; u += blockDim.x) {
-    const int r = u / chunks;
-    const int c = u - r * chunks;
-    float v[C::kValues];
-    detail::load_bf16<C::kValues>(x + r * ldx + c * C::kValues, v);
-    if (norm_weight != nullptr) {
-      const float inv = inv_rms[r];
-#pragma unroll
-      for (int i = 0; i < C::kValues; i += 8) {
-        float g[8];
-        detail::load_bf16<8>(norm_weight + c * C::kValues + i, g);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          v[i + j] = __bfloat162float(__float2bfloat16(v[i + j] * inv * (g[j] + norm_offset)));
-        }
-      }
-    }
-    float amax = 0.0f;
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < C::kValues; ++i) {
-      amax = fmaxf(amax, fabsf(v[i]));
-      sum += v[i];
-    }
-    // Zero or subnormal amax: the chunk adds nothing through the dot (scale 0); inf/NaN:
-    // the scale carries it into the output.
-    const uint32_t ebits = __float_as_uint(amax) & 0x7F800000u;
-    float scale = 0.0f;
-    float inv = 0.0f;
-    if (ebits == 0x7F800000u) {
-      scale = amax;
-    } else if (ebits != 0) {
-      scale = __uint_as_float(ebits);
-      inv = __uint_as_float(0x7F000000u - ebits);
-    }
-    stats[r * chunks + c] = make_float2(scale, sum);
-    uint4* dst = slots + r * C::kSlots * chunks + c;
-#pragma unroll
-    for (int j = 0; j < C::kSlots; ++j) {
-      const float* p = v + 8 * j;
-      uint4 o;
-      if constexpr (kBits == 4) {  // word j = values 8j..8j+7: pairs (0,4) (1,5) (2,6) (3,7)
-        o.x = half2_bits(__floats2half2_rn(p[0] * inv, p[4] * inv));
-        o.y = half2_bits(__floats2half2_rn(p[1] * inv, p[5] * inv));
-        o.z = half2_bits(__floats2half2_rn(p[2] * inv, p[6] * inv));
-        o.w = half2_bits(__floats2half2_rn(p[3] * inv, p[7] * inv));
-      } else {  // words 2j, 2j+1 = values 8j..8j+7: pairs (0,2) (1,3) per word
-        o.x = half2_bits(__floats2half2_rn(p[0] * inv, p[2] * inv));
-        o.y = half2_bits(__floats2half2_rn(p[1] * inv, p[3] * inv));
-        o.z = half2_bits(__floats2half2_rn(p[4] * inv, p[6] * inv));
-        o.w = half2_bits(__floats2half2_rn(p[5] * inv, p[7] * inv));
-      }
-      dst[j * chunks] = o;
-    }
-  }
-}
-
-// Σ q·x' of one chunk against one staged x row (`xs` = the chunk's slot 0; slots `stride`
-// apart). (w & 0x000F000F) | 0x64006400 is the half pair 1024 + q exactly; nibbles one
-// position up give 1024 + 16q, undone by one HFMA2. 8 bits: PRMT puts bytes under 0x64.
-// Products and 8-term sums in half (|q·x'| < 30, or 510 at 8 bits).
-template <int kBits>
-__device__ __forceinline__ float chunk_dot(const uint4& p, const uint4* xs, int stride) {
-  const __half2 k1024 = bits_half2(0x64006400u);
-  __half2 a0 = bits_half2(0u);
-  __half2 a1 = bits_half2(0u);
-  const uint32_t words[4] = {p.x, p.y, p.z, p.w};
-  if constexpr (kBits == 4) {
-    const __half2 k16th = bits_half2(0x2C002C00u);   // 1/16
-    const __half2 kneg64 = bits_half2(0xD400D400u);  // -64
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint4 xv = xs[j * stride];
-      const uint32_t t = words[j];
-      const uint32_t t8 = t >> 8;
-      const __half2 q0 = __hsub2(bits_half2((t & 0x000F000Fu) | 0x64006400u), k1024);
-      const __half2 q1 = __hfma2(bits_half2((t & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
-      const __half2 q2 = __hsub2(bits_half2((t8 & 0x000F000Fu) | 0x64006400u), k1024);
-      const __half2 q3 = __hfma2(bits_half2((t8 & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
-      a0 = __hfma2(q0, bits_half2(xv.x), a0);
-      a1 = __hfma2(q1, bits_half2(xv.y), a1);
-      a0 = __hfma2(q2, bits_half2(xv.z), a0);
-      a1 = __hfma2(q3, bits_half2(xv.w), a1);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const uint4 xv = xs[j * stride];
-      const uint32_t t0 = words[2 * j];
-      const uint32_t t1 = words[2 * j + 1];
-      const __half2 q0 = __hsub2(bits_half2(__byte_perm(t0, 0x64646464u, 0x4240)), k1024);
-      const __half2 q1 = __hsub2(bits_half2(__byte_perm(t0, 0x64646464u, 0x4341)), k1024);
-      const __half2 q2 = __hsub2(bits_half2(__byte_perm(t1, 0x64646464u, 0x4240)), k1024);
-      const __half2 q3 = __hsub2(bits_half2(__byte_perm(t1, 0x64646464u, 0x4341)), k1024);
-      a0 = __hfma2(q0, bits_half2(xv.x), a0);
-      a1 = __hfma2(q1, bits_half2(xv.y), a1);
-      a0 = __hfma2(q2, bits_half2(xv.z), a0);
-      a1 = __hfma2(q3, bits_half2(xv.w), a1);
-    }
-  }
-  const float2 f = __half22float2(__hadd2(a0, a1));
-  return f.x + f.y;
-}
-
-// Read-once weights: non-coherent, no L1 allocation.
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// y for one output: the epilogue on v0 (and v1, the up row, when gated), as the unfused
-// kernels would round it.
-template <typename OutT>
-__device__ __forceinline__ void store_output(const AffineGemvArgs& a, int r, int j, float v0,
-                                             float v1) {
-  OutT* dst = static_cast<OutT*>(a.y) + r * a.ldy + j;
-  if constexpr (sizeof(OutT) == 4) {
-    *dst = a.epilogue == GemvEpilogue::kAccumulate ? *dst + v0 : v0;
-  } else {
-    const float r0 = __bfloat162float(__float2bfloat16(v0));
-    const float r1 = __bfloat162float(__float2bfloat16(v1));
-    switch (a.epilogue) {
-      case GemvEpilogue::kStore:
-        *dst = __float2bfloat16(v0);
-        break;
-      case GemvEpilogue::kAccumulate:
-        *dst = __float2bfloat16(__bfloat162float(*dst) + v0);
-        break;
-      case GemvEpilogue::kResidualAdd:
-        *dst = __float2bfloat16(__bfloat162float(*dst) + r0);
-        break;
-      case GemvEpilogue::kGatedSilu:
-        *dst = __float2bfloat16(detail::silu_mul(r0, r1));
-        break;
-      case GemvEpilogue::kGatedGeluTanh:
-        *dst = __float2bfloat16(detail::gelu_tanh_mul(r0, r1));
-        break;
-    }
-  }
-}
-
-// One output per warp task; `split` warps share a task (each owns every split-th run of 32
-// chunks) and add their sums through shared memory; gated tasks stream two weight rows (j,
-// j + n). The first task's first weight loads go out before the wait on the previous
-// kernel (weights never depend on it), then x is staged and the loop runs.
-template <int kBits, int kRows, typename ScaleT, typename OutT, int kPair>
-__global__ void __launch_bounds__(kThreads, kRows <= 2 ? 3 : 2)
-    affine_gemv_kernel(const AffineGemvArgs a, int split) {
-  using C = Chunk<kBits>;
-  constexpr int kU = kUnroll / kPair;  // loads in flight per lane per weight row
-  extern __shared__ uint4 smem[];
-  __shared__ float red[2][kWarpsPerBlock][kPair * kRows];
-  __shared__ float scratch[32];
-  __shared__ float inv_rms[kRows];
-  const AffineQuantWeight& w = a.w;
-  const int chunks = w.k / C::kValues;
-  const int groups = w.k / w.group_size;
-  const int group_shift = __ffs(w.group_size / C::kValues) - 1;
-  const int n = w.n / kPair;  // outputs
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int tasks_per_block = kWarpsPerBlock / split;
-  const int sub = warp % split;
-  const int stride = 32 * split;
-  const int first = sub * 32 + lane;
-  const uint4* packed = reinterpret_cast<const uint4*>(w.packed);
-  const ScaleT* scales = static_cast<const ScaleT*>(w.scales);
-  const ScaleT* biases = static_cast<const ScaleT*>(w.biases);
-
-  uint4 p[kPair][kU];
-  float s[kPair][kU];
-  float b[kPair][kU];
-  auto load_block = [&](int task, int c0) {
-#pragma unroll
-    for (int q = 0; q < kPair; ++q) {
-      const int64_t row = task + q * n;
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int c = c0 + u * stride;
-        if (c < chunks) {
-          p[q][u] = load_stream(packed + row * chunks + c);
-          s[q][u] = to_float(scales[row * groups + (c >> group_shift)]);
-          b[q][u] = to_float(biases[row * groups + (c >> group_shift)]);
-        }
-      }
-    }
-  };
-  bool preloaded = blockIdx.x * tasks_per_block + warp / split < n;
-  if (preloaded) load_block(blockIdx.x * tasks_per_block + warp / split, first);
-
-  detail::grid_dependency_wait();
-  if (a.norm_weight != nullptr) inverse_rms<kRows>(a.x, a.ldx, w.k, a.norm_eps, inv_rms, scratch);
-  uint4* slots = smem;
-  float2* stats = reinterpret_cast<float2*>(smem + kRows * C::kSlots * chunks);
-  stage_x<kBits>(a.x, a.ldx, kRows, chunks, a.norm_weight, a.norm_offset, inv_rms, slots, stats);
-  __syncthreads();
-  detail::launch_dependents();
-
-  int parity = 0;
-  for (int base = blockIdx.x * tasks_per_block; base < n; base += gridDim.x * tasks_per_block) {
-    const int task = base + warp / split;  // the loop is uniform per block
-    float acc[kPair][kRows];
-#pragma unroll
-    for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[q][r] = 0.0f;
-    }
-    if (task < n) {
-      for (int c0 = first; c0 < chunks; c0 += stride * kU) {
-        if (!preloaded) load_block(task, c0);
-        preloaded = false;
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const int c = c0 + u * stride;
-          if (c < chunks) {
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              const uint4* xs = slots + r * C::kSlots * chunks + c;
-              const float2 st = stats[r * chunks + c];
-#pragma unroll
-              for (int q = 0; q < kPair; ++q) {
-                const float dot = chunk_dot<kBits>(p[q][u], xs, chunks);
-                acc[q][r] = fmaf(s[q][u] * st.x, dot, fmaf(b[q][u], st.y, acc[q][r]));
-              }
-            }
-          }
-        }
-      }
-    }
-    preloaded = false;  // unused when this warp's first stripe is past k
-#pragma unroll
-    for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[q][r] = detail::warp_sum(acc[q][r]);
-    }
-    if (split > 1) {  // uniform across the block
-      if (lane == 0) {
-#pragma unroll
-        for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) red[parity][warp][q * kRows + r] = acc[q][r];
-        }
-      }
-      __syncthreads();
-      if (sub == 0 && lane == 0) {
-#pragma unroll
-        for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            for (int i = 1; i < split; ++i) acc[q][r] += red[parity][warp + i][q * kRows + r];
-          }
-        }
-      }
-      parity ^= 1;
-    }
-    if (task < n && sub == 0 && lane == 0) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);
-    }
-  }
-}
-
-// One word per thread, scalar stores: any ld_out / alignment.
-template <int kBits, typename ScaleT>
-__global__ void affine_dequantize_kernel(AffineQuantWeight w, __nv_bfloat16* out, int64_t ld_out) {
-  constexpr int kPerWord = 32 / kBits;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
-  int64_t words_per_row = w.k / kPerWord;
-  int64_t total = words_per_row * w.n;
-  int groups = w.k / w.group_size;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t n = idx / words_per_row;
-    int col = static_cast<int>(idx % words_per_row) * kPerWord;
-    int g = col / w.group_size;
-    float s = to_float(static_cast<const ScaleT*>(w.scales)[n * groups + g]);
-    float b = to_float(static_cast<const ScaleT*>(w.biases)[n * groups + g]);
-    uint32_t word = w.packed[idx];
-#pragma unroll
-    for (int j = 0; j < kPerWord; ++j) {
-      out[n * ld_out + col + j] =
-          __float2bfloat16(s * static_cast<float>((word >> (kBits * j)) & kMask) + b);
-    }
-  }
-}
-
-// One 16-byte packed chunk per thread, 16-byte streaming stores (out 16-byte aligned,
-// ld_out % 8 == 0); the same arithmetic, so the same bits, as the scalar kernel.
-template <int kBits, typename ScaleT>
-__global__ void affine_dequantize_chunk_kernel(AffineQuantWeight w, __nv_bfloat16* out,
-                                               int64_t ld_out) {
-  using C = Chunk<kBits>;
-  constexpr int kPerWord = 32 / kBits;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
-  const int chunks = w.k / C::kValues;
+  const int chunks = w.k / M::kPerChunk;
   const int groups = w.k / w.group_size;
-  const int64_t total = static_cast<int64_t>(chunks) * w.n;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t n = idx / chunks;
-    const int c = static_cast<int>(idx - n * chunks);
-    const uint4 p = load_stream(reinterpret_cast<const uint4*>(w.packed) + idx);
-    const int g = c * C::kValues / w.group_size;
-    const float s = to_float(static_cast<const ScaleT*>(w.scales)[n * groups + g]);
-    const float b = to_float(static_cast<const ScaleT*>(w.biases)[n * groups + g]);
-    const uint32_t words[4] = {p.x, p.y, p.z, p.w};
-    uint4* dst = reinterpret_cast<uint4*>(out + n * ld_out + static_cast<int64_t>(c) * C::kValues);
+  for (int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); n < w.n;
+       n += gridDim.x * kWarpsPerBlock) {
+    const uint4* wrow =
+        reinterpret_cast<const uint4*>(w.packed + static_cast<int64_t>(n) * (w.k / M::kPerWord));
+    const ScaleT* srow = static_cast<const ScaleT*>(w.scales) + static_cast<int64_t>(n) * groups;
+    const ScaleT* brow = static_cast<const ScaleT*>(w.biases) + static_cast<int64_t>(n) * groups;
+    float acc[kRows];
 #pragma unroll
-    for (int i = 0; i < C::kValues / 8; ++i) {
-      uint32_t o[4];
+    for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+    int c = lane;
+    for (; c + 32 < chunks; c += 64) {  // two chunks in flight per lane
+      uint4 p0 = __ldg(wrow + c);
+      uint4 p1 = __ldg(wrow + c + 32);
+      int g0 = c * M::kPerChunk / w.group_size;
+      int g1 = (c + 32) * M::kPerChunk / w.group_size;
+      float s0 = to_float(srow[g0]);
+      float b0 = to_float(brow[g0]);
+      float s1 = to_float(srow[g1]);
+      float b1 = to_float(brow[g1]);
+      chunk_dot<kBits, kRows>(p0, s0, b0, xv + c * M::kPerChunk, ldxv, acc);
+      chunk_dot<kBits, kRows>(p1, s1, b1, xv + (c + 32) * M::kPerChunk, ldxv, acc);
+    }
+    for (; c < chunks; c += 32) {
+      int g = c * M::kPerChunk / w.group_size;
+      chunk_dot<kBits, kRows>(__ldg(wrow + c), to_float(srow[g]), to_float(brow[g]),
+                              xv + c * M::kPerChunk, ldxv, acc);
+    }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int v0 = i * 8 + 2 * j;
-        const int v1 = v0 + 1;
-        const float f0 =
-            s * static_cast<float>((words[v0 / kPerWord] >> (kBits * (v0 % kPerWord))) & kMask) + b;
-        const float f1 =
-            s * static_cast<float>((words[v1 / kPerWord] >> (kBits * (v1 % kPerWord))) & kMask) + b;
-        const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
-        o[j] = *reinterpret_cast<const uint32_t*>(&h);
+    for (int r = 0; r < kRows; ++r) {
+      float v = detail::warp_sum(acc[r]);
+      if (lane == 0) {
+        if constexpr (sizeof(OutT) == 4) {
+          y[r * ldy + n] = v;
+        } else {
+          y[r * ldy + n] = __float2bfloat16(v);
+        }
       }
-      __stcs(dst + i, make_uint4(o[0], o[1], o[2], o[3]));
     }
   }
-}
-
-// Warps per output row: enough (row, part) tasks for ~2 tasks per resident warp slot on
-// small matrices; whole rows per warp once there are plenty.
-int pick_split(int n, int sm_count, int blocks_per_sm) {
-  const int64_t slots =
-      static_cast<int64_t>(std::max(1, sm_count)) * blocks_per_sm * kWarpsPerBlock;
-  if (n >= 4 * slots) return 1;
-  if (n >= 2 * slots) return 2;
-  return 4;
-}
-
-bool gated(GemvEpilogue e) {
-  return e == GemvEpilogue::kGatedSilu || e == GemvEpilogue::kGatedGeluTanh;
-}
-
-template <int kBits, int kRows, typename ScaleT, typename OutT, int kPair>
-cudaError_t launch_rows(const AffineGemvArgs& a, cudaStream_t stream) {
-  using C = Chunk<kBits>;
-  constexpr int kBlocksPerSm = kRows <= 2 ? 3 : 2;
-  const size_t smem = static_cast<size_t>(kRows) * (a.w.k / C::kValues) * C::kSmemPerRow;
-  const int n = a.w.n / kPair;
-  const int split = pick_split(n, a.sm_count, kBlocksPerSm);
-  auto* kernel = affine_gemv_kernel<kBits, kRows, ScaleT, OutT, kPair>;
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
-  const int tasks_per_block = kWarpsPerBlock / split;
-  const int grid =
-      std::min(detail::ceil_div(n, tasks_per_block), std::max(1, a.sm_count) * kBlocksPerSm);
-  return detail::launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, a.pdl, a, split);
 }
 
 template <int kBits, typename ScaleT, typename OutT>
-cudaError_t dispatch_rows(const AffineGemvArgs& a, int rows, cudaStream_t stream) {
-  if constexpr (sizeof(OutT) == 2) {
-    if (gated(a.epilogue)) {
-      switch (rows) {
-        case 1:
-          return launch_rows<kBits, 1, ScaleT, OutT, 2>(a, stream);
-        case 2:
-          return launch_rows<kBits, 2, ScaleT, OutT, 2>(a, stream);
-        case 3:
-          return launch_rows<kBits, 3, ScaleT, OutT, 2>(a, stream);
-        case 4:
-          return launch_rows<kBits, 4, ScaleT, OutT, 2>(a, stream);
-        default:
-          return cudaErrorInvalidValue;
-      }
-    }
-  }
-  switch (rows) {
-#define HEARTH_GEMV_CASE(R) \
-  case R:                   \
-    return launch_rows<kBits, R, ScaleT, OutT, 1>(a, stream);
+cudaError_t launch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                        OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
+  dim3 grid(std::min(detail::ceil_div(w.n, kWarpsPerBlock), std::max(1, sm_count) * 4));
+  dim3 block(kWarpsPerBlock * 32);
+  size_t smem = static_cast<size_t>(m) * w.k * sizeof(__nv_bfloat16);
+  bool shared_x = smem <= 48 * 1024;
+  switch (m) {
+#define HEARTH_GEMV_CASE(rows)                                \
+  case rows:                                                  \
+    if (shared_x) {                                           \
+      affine_gemv_kernel<kBits, rows, ScaleT, OutT, true>     \
+          <<<grid, block, smem, stream>>>(w, x, ldx, y, ldy); \
+    } else {                                                  \
+      affine_gemv_kernel<kBits, rows, ScaleT, OutT, false>    \
+          <<<grid, block, 0, stream>>>(w, x, ldx, y, ldy);    \
+    }                                                         \
+    break;
     HEARTH_GEMV_CASE(1)
     HEARTH_GEMV_CASE(2)
     HEARTH_GEMV_CASE(3)
@@ -547,127 +206,22 @@ cudaError_t dispatch_rows(const AffineGemvArgs& a, int rows, cudaStream_t stream
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-// x rows in batches small enough for the staged x to fit in shared memory (one launch for
-// every decode shape; more only for many rows of a very wide k).
-template <int kBits, typename ScaleT, typename OutT>
-cudaError_t launch_gemv(const AffineGemvArgs& args, cudaStream_t stream) {
-  const size_t per_row =
-      static_cast<size_t>(args.w.k / Chunk<kBits>::kValues) * Chunk<kBits>::kSmemPerRow;
-  int device = 0;
-  int optin = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  }
-  if (err != cudaSuccess) return err;
-  const size_t limit = std::min(kMaxGemvSmem, static_cast<size_t>(std::max(optin, 2048)) - 1024);
-  const int batch = static_cast<int>(std::min<size_t>(args.m, limit / per_row));
-  if (batch < 1) return cudaErrorInvalidValue;  // k too wide for one staged x row
-  for (int r0 = 0; r0 < args.m; r0 += batch) {
-    AffineGemvArgs a = args;
-    a.x = args.x + r0 * args.ldx;
-    a.y = static_cast<OutT*>(args.y) + r0 * args.ldy;
-    err = dispatch_rows<kBits, ScaleT, OutT>(a, std::min(batch, args.m - r0), stream);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
-}
-
-bool valid_weight(const AffineQuantWeight& w) {
-  return (w.bits == 4 || w.bits == 8) &&
-         (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && w.n > 0 && w.k > 0 &&
-         w.k % w.group_size == 0 && w.packed != nullptr && w.scales != nullptr &&
-         w.biases != nullptr;
-}
-
-bool affine_gemv_supported(const AffineGemvArgs& a) {
-  const bool pair = gated(a.epilogue);
-  if (!valid_weight(a.w) || a.m < 1 || a.m > kAffineGemvMaxRows || a.x == nullptr ||
-      a.y == nullptr || a.ldx < a.w.k || a.ldx % 8 != 0 ||
-      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(a.w.packed) % 16 != 0) {
-    return false;
-  }
-  if (pair && (a.w.n % 2 != 0 || a.m > 4)) return false;
-  if (a.ldy < (pair ? a.w.n / 2 : a.w.n)) return false;
-  if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;
-  return true;
-}
-
-cudaError_t affine_gemv(const AffineGemvArgs& a, cudaStream_t stream) {
-  if (!affine_gemv_supported(a)) return cudaErrorInvalidValue;
-  if (a.y_f32) {
-    if (a.w.bits == 4) {
-      return a.w.f16_scales ? launch_gemv<4, __half, float>(a, stream)
-                            : launch_gemv<4, __nv_bfloat16, float>(a, stream);
-    }
-    return a.w.f16_scales ? launch_gemv<8, __half, float>(a, stream)
-                          : launch_gemv<8, __nv_bfloat16, float>(a, stream);
-  }
-  if (a.w.bits == 4) {
-    return a.w.f16_scales ? launch_gemv<4, __half, __nv_bfloat16>(a, stream)
-                          : launch_gemv<4, __nv_bfloat16, __nv_bfloat16>(a, stream);
-  }
-  return a.w.f16_scales ? launch_gemv<8, __half, __nv_bfloat16>(a, stream)
-                        : launch_gemv<8, __nv_bfloat16, __nv_bfloat16>(a, stream);
-}
-
-cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                        void* y, int64_t ldy, bool y_f32, int sm_count, cudaStream_t stream) {
-  AffineGemvArgs a;
-  a.w = w;
-  a.x = x;
-  a.ldx = ldx;
-  a.y = y;
-  a.ldy = ldy;
-  a.y_f32 = y_f32;
-  a.m = m;
-  a.sm_count = sm_count;
-  return affine_gemv(a, stream);
-}
-
-cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,
-                              cudaStream_t stream) {
-  if (!valid_weight(w) || ld_out < w.k) return cudaErrorInvalidValue;
-  const bool chunked = ld_out % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(w.packed) % 16 == 0;
-  if (chunked) {
-    const int64_t chunks = static_cast<int64_t>(w.n) * (w.k * w.bits / 128);
-    const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 65536));
-    if (w.bits == 4) {
-      if (w.f16_scales) {
-        affine_dequantize_chunk_kernel<4, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-      } else {
-        affine_dequantize_chunk_kernel<4, __nv_bfloat16>
-            <<<blocks, 256, 0, stream>>>(w, out, ld_out);
-      }
-    } else if (w.f16_scales) {
-      affine_dequantize_chunk_kernel<8, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-    } else {
-      affine_dequantize_chunk_kernel<8, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-    }
-    return cudaGetLastError();
-  }
-  int64_t words = static_cast<int64_t>(w.n) * (w.k * w.bits / 32);
-  int blocks = static_cast<int>(std::min<int64_t>((words + 255) / 256, 65536));
-  if (w.bits == 4) {
-    if (w.f16_scales) {
-      affine_dequantize_kernel<4, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-    } else {
-      affine_dequantize_kernel<4, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-    }
-  } else if (w.f16_scales) {
-    affine_dequantize_kernel<8, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-  } else {
-    affine_dequantize_kernel<8, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
-  }
   return cudaGetLastError();
 }
 
-}  // namespace cand
-// ==== END CANDIDATE ====
+template <typename OutT>
+cudaError_t dispatch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
+                          OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
+  if (w.bits == 4) {
+    return w.f16_scales ? launch_gemv<4, __half>(w, x, ldx, m, y, ldy, sm_count, stream)
+                        : launch_gemv<4, __nv_bfloat16>(w, x, ldx, m, y, ldy, sm_count, stream);
+  }
+  return w.f16_scales ? launch_gemv<8, __half>(w, x, ldx, m, y, ldy, sm_count, stream)
+                      : launch_gemv<8, __nv_bfloat16>(w, x, ldx, m, y, ldy, sm_count, stream);
+}
+
+}  // namespace v0
+// ==== END V0 ====
 
 // ---------------------------------------------------------------------------------------
 // Reference: one warp per row, every value decoded on its own in f32.
@@ -1032,6 +586,125 @@ void launch_h2(const AffineQuantWeight& w, const Bf16* x, int64_t ldx, OutT* y, 
 }
 
 // ---------------------------------------------------------------------------------------
+// Variant "async" (W2): the h2 math, but each warp streams its rows through a ring of
+// kStages stages in shared memory filled by cp.async (16 B of weights + the bf16 pairs of
+// scales and biases holding the chunk's group, per lane and stage), so loads stay in flight
+// while the warp computes and no registers hold them. The first kStages stages go out
+// before x is staged. m = 1, bf16 scales, an even number of groups per row.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+template <int kBits, typename OutT, int kStages>
+__global__ void __launch_bounds__(kThreads)
+    gemv_async_kernel(AffineQuantWeight w, const Bf16* x, int64_t ldx, OutT* y) {
+  using T = H2<kBits>;
+  extern __shared__ uint4 smem[];
+  const int chunks = w.k / T::kPerChunk;
+  const int groups = w.k / w.group_size;
+  const int shift = __ffs(w.group_size / T::kPerChunk) - 1;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int per_row = (chunks + 31) / 32;
+  const int row_step = gridDim.x * kWarps;
+  const int row0 = blockIdx.x * kWarps + warp;
+  uint4* ring_w = smem;  // [warps][stages][32]
+  uint32_t* ring_s = reinterpret_cast<uint32_t*>(ring_w + kWarps * kStages * 32);
+  uint32_t* ring_b = ring_s + kWarps * kStages * 32;
+  uint4* xs = reinterpret_cast<uint4*>(ring_b + kWarps * kStages * 32);
+  float2* stats = reinterpret_cast<float2*>(xs + T::kSlots * chunks);
+  const uint4* packed = reinterpret_cast<const uint4*>(w.packed);
+  const uint16_t* scales = static_cast<const uint16_t*>(w.scales);
+  const uint16_t* biases = static_cast<const uint16_t*>(w.biases);
+
+  auto issue = [&](int t) {
+    const int ri = t / per_row;
+    const int i = t - ri * per_row;
+    const int row = row0 + ri * row_step;
+    const int c = lane + 32 * i;
+    const int slot = (warp * kStages + t % kStages) * 32 + lane;
+    if (row < w.n && c < chunks) {
+      cp_async16(ring_w + slot, packed + int64_t(row) * chunks + c);
+      const int64_t gi = int64_t(row) * groups + ((c >> shift) & ~1);
+      cp_async4(ring_s + slot, scales + gi);
+      cp_async4(ring_b + slot, biases + gi);
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int t = 0; t < kStages; ++t) issue(t);
+  stage_x<kBits, false>(x, ldx, 1, chunks, xs, stats);
+  __syncthreads();
+
+  float acc = 0.0f;
+  for (int t = 0;; ++t) {
+    const int ri = t / per_row;
+    const int i = t - ri * per_row;
+    const int row = row0 + ri * row_step;
+    if (row >= w.n) break;
+    cp_async_wait<kStages - 1>();
+    const int c = lane + 32 * i;
+    if (c < chunks) {
+      const int slot = (warp * kStages + t % kStages) * 32 + lane;
+      const uint4 p = ring_w[slot];
+      const uint32_t sp = ring_s[slot];
+      const uint32_t bp = ring_b[slot];
+      const bool odd = (c >> shift) & 1;
+      const float sv = __uint_as_float(odd ? sp & 0xFFFF0000u : sp << 16);
+      const float bv = __uint_as_float(odd ? bp & 0xFFFF0000u : bp << 16);
+      const float dot = chunk_dot_h2<kBits>(p, xs + c, chunks);
+      const float2 st = stats[c];
+      acc = fmaf(sv * st.x, dot, fmaf(bv, st.y, acc));
+    }
+    issue(t + kStages);
+    if (i == per_row - 1) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) {
+        if constexpr (sizeof(OutT) == 4) {
+          y[row] = acc;
+        } else {
+          y[row] = __float2bfloat16(acc);
+        }
+      }
+      acc = 0.0f;
+    }
+  }
+  cp_async_wait<0>();
+}
+
+template <int kBits, int kStages, typename OutT>
+void launch_async(const AffineQuantWeight& w, const Bf16* x, int64_t ldx, OutT* y, int sm_count,
+                  cudaStream_t st) {
+  using T = H2<kBits>;
+  const int chunks = w.k / T::kPerChunk;
+  const size_t smem = size_t(kWarps) * kStages * 32 * 24 + size_t(chunks) * (T::kSlots * 16 + 8);
+  auto kernel = gemv_async_kernel<kBits, OutT, kStages>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int per_sm = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+  const int grid = std::min((w.n + kWarps - 1) / kWarps, sm_count * std::max(1, per_sm));
+  kernel<<<grid, kThreads, smem, st>>>(w, x, ldx, y);
+  CK(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------
 // Dequantize to bf16: baseline (src) vs one 16-byte packed chunk per thread, 16-byte stores.
 template <int kBits>
 __global__ void dequant_v1_kernel(AffineQuantWeight w, Bf16* out, int64_t ld_out) {
@@ -1172,13 +845,27 @@ class Lab {
         std::fflush(stdout);
         continue;
       }
+      // A graph of back-to-back launches over the rotating copies (as in a decode step:
+      // no launch gaps), time per launch.
+      const int chain = std::max<int>(16, int(copies.size()));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < chain; ++i) {
+        fn(copies[i % copies.size()].weight(), x.as<Bf16>(), y.data(), f32);
+      }
+      CK(cudaStreamEndCapture(st_, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
       double ms = median_ms(
-          st_, [&](int i) { fn(copies[i % copies.size()].weight(), x.as<Bf16>(), y.data(), f32); },
-          30, 3);
+                      st_, [&](int) { CK(cudaGraphLaunch(exec, st_)); }, 10, 2) /
+                  chain;
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
       double bw = bytes / (ms * 1e-3);
       if (base_us == 0) base_us = ms * 1e3;
       std::printf(
-          "  %-22s %d-bit n=%6d k=%5d: %7.2f us  %.3f TB/s  %3.0f%% of copy  x%.2f vs base  "
+          "  %-22s %d-bit n=%6d k=%5d: %7.2f us/launch in a graph chain  %.3f TB/s  %3.0f%% of "
+          "copy  x%.2f vs base  "
           "(rel err %.1e)\n",
           name.c_str(), bits, n, k, ms * 1e3, bw / 1e12, 100 * bw / copy_bw, base_us / (ms * 1e3),
           err);
@@ -1186,10 +873,10 @@ class Lab {
     }
   }
 
-  // The src candidate over the gtest-like cases: every bits / group / scale type, 1-8 x rows,
+  // src over the gtest-like cases: every bits / group / scale type, 1-8 x rows,
   // odd n and k, row batching, bf16 and f32 outputs, x with outliers; plus its dequantize
   // against the src one (bit-exact).
-  int sweep_candidate() {
+  int sweep_src() {
     struct Case {
       int bits, group, n, k, m;
       bool f16, outliers;
@@ -1256,7 +943,7 @@ class Lab {
       for (int f32 = 0; f32 < 2; ++f32) {
         DeviceBuffer y = raw(size_t(c.m) * ldy * 4);
         CK(cudaMemsetAsync(y.data(), 0xff, size_t(c.m) * ldy * 4, st_));
-        CK(cand::affine_gemv(w, x.as<Bf16>(), ldx, c.m, y.data(), ldy, f32 == 1, sms_, st_));
+        CK(affine_gemv(w, x.as<Bf16>(), ldx, c.m, y.data(), ldy, f32 == 1, sms_, st_));
         std::vector<float> got(size_t(c.m) * ldy);
         if (f32) {
           CK(cudaMemcpyAsync(got.data(), y.data(), got.size() * 4, cudaMemcpyDeviceToHost, st_));
@@ -1278,19 +965,7 @@ class Lab {
         }
         errs[f32] = std::sqrt(num / std::max(den, 1e-30));
       }
-      // Dequantize: the candidate against src, every value.
-      size_t diff = 0;
-      if (size_t(c.n) * c.k <= (size_t{64} << 20)) {
-        DeviceBuffer a = raw(size_t(c.n) * c.k * 2);
-        DeviceBuffer b = raw(size_t(c.n) * c.k * 2);
-        CK(affine_dequantize(w, a.as<Bf16>(), c.k, st_));
-        CK(cand::affine_dequantize(w, b.as<Bf16>(), c.k, st_));
-        std::vector<uint16_t> ha(size_t(c.n) * c.k), hb(ha.size());
-        CK(cudaMemcpyAsync(ha.data(), a.data(), ha.size() * 2, cudaMemcpyDeviceToHost, st_));
-        CK(cudaMemcpyAsync(hb.data(), b.data(), hb.size() * 2, cudaMemcpyDeviceToHost, st_));
-        CK(cudaStreamSynchronize(st_));
-        for (size_t i = 0; i < ha.size(); ++i) diff += ha[i] != hb[i];
-      }
+      const size_t diff = 0;  // dequantize: gtests (kernels/ref) and dequant_shape
       const bool ok = errs[0] < 4e-3 && errs[1] < 1.5e-3 && diff == 0;
       failures += !ok;
       std::printf(
@@ -1303,7 +978,7 @@ class Lab {
     return failures;
   }
 
-  // The candidate's fused forms against the unfused kernels: RMSNorm prologue (bit-exact
+  // src's fused forms against the unfused kernels: RMSNorm prologue (bit-exact
   // with rmsnorm_residual + the plain GEMV), residual-add epilogue (bit-exact with a host
   // add), gated SiLU (against GEMV + gated_activation: the split may differ, so a tolerance),
   // and PDL launches (bit-exact with plain ones).
@@ -1332,8 +1007,8 @@ class Lab {
     // 1. norm prologue, with and without PDL.
     CK(rmsnorm_residual(nullptr, k, x.as<Bf16>(), k, g.as<Bf16>(), 0.0f, 1e-5f, xn.as<Bf16>(), k, m,
                         k, st_));
-    CK(cand::affine_gemv(w1, xn.as<Bf16>(), k, m, y0.data(), n, false, sms_, st_));
-    cand::AffineGemvArgs a;
+    CK(affine_gemv(w1, xn.as<Bf16>(), k, m, y0.data(), n, false, sms_, st_));
+    AffineGemvArgs a;
     a.w = w1;
     a.x = x.as<Bf16>();
     a.ldx = k;
@@ -1346,7 +1021,7 @@ class Lab {
     for (int pdl = 0; pdl < 2; ++pdl) {
       a.pdl = pdl == 1 && props_.major >= 9;
       CK(cudaMemsetAsync(y1.data(), 0xff, size_t(m) * n * 2, st_));
-      CK(cand::affine_gemv(a, st_));
+      CK(affine_gemv(a, st_));
       auto h0 = fetch(y0, size_t(m) * n), h1 = fetch(y1, size_t(m) * n);
       for (size_t i = 0; i < h0.size(); ++i) diff_norm[pdl] += h0[i] != h1[i];
     }
@@ -1357,8 +1032,8 @@ class Lab {
     a.norm_weight = nullptr;
     a.pdl = false;
     a.epilogue = GemvEpilogue::kResidualAdd;
-    CK(cand::affine_gemv(a, st_));
-    CK(cand::affine_gemv(w1, x.as<Bf16>(), k, m, y0.data(), n, false, sms_, st_));
+    CK(affine_gemv(a, st_));
+    CK(affine_gemv(w1, x.as<Bf16>(), k, m, y0.data(), n, false, sms_, st_));
     size_t diff_resid = 0;
     {
       auto h0 = fetch(y0, size_t(m) * n), h1 = fetch(y1, size_t(m) * n);
@@ -1370,14 +1045,14 @@ class Lab {
     // 3. gated SiLU on [2n, k] against GEMV [2n] + gated_activation.
     double gated_err = INFINITY;
     if (m <= 4) {
-      CK(cand::affine_gemv(w2, x.as<Bf16>(), k, m, y0.data(), 2 * n, false, sms_, st_));
+      CK(affine_gemv(w2, x.as<Bf16>(), k, m, y0.data(), 2 * n, false, sms_, st_));
       DeviceBuffer act = raw(size_t(m) * n * 2);
       CK(gated_activation(GatedActivation::kSilu, y0.as<Bf16>(), 2 * n, y0.as<Bf16>() + n, 2 * n,
                           act.as<Bf16>(), n, m, n, st_));
       a.w = w2;
       a.epilogue = GemvEpilogue::kGatedSilu;
       a.pdl = props_.major >= 9;
-      CK(cand::affine_gemv(a, st_));
+      CK(affine_gemv(a, st_));
       auto h0 = fetch(act, size_t(m) * n), h1 = fetch(y1, size_t(m) * n);
       double num = 0, den = 0;
       for (size_t i = 0; i < h0.size(); ++i) {
@@ -1611,13 +1286,13 @@ void decode_step(Lab& lab, double copy_bw,
     std::fflush(stdout);
   }
 
-  // The lean stack: the candidate's fused forms take the norms, the residual adds and the
+  // The lean stack: src's fused forms take the norms, the residual adds and the
   // SiLU gate (5 kernels per layer instead of 9), with and without PDL on the GEMVs.
   for (int pdl = 0; pdl < 2; ++pdl) {
     const bool use_pdl = pdl == 1 && lab.props_.major >= 9;
     auto gemv = [&](const QMat& q, const DeviceBuffer& x, void* y, int64_t ldy, bool f32,
                     GemvEpilogue e, const DeviceBuffer* norm) {
-      cand::AffineGemvArgs a;
+      AffineGemvArgs a;
       a.w = q.weight();
       a.x = x.as<Bf16>();
       a.ldx = q.k;
@@ -1629,7 +1304,7 @@ void decode_step(Lab& lab, double copy_bw,
       a.m = 1;
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
-      CK(cand::affine_gemv(a, st));
+      CK(affine_gemv(a, st));
     };
     auto step = [&]() {
       for (int l = 0; l < s.layers; ++l) {
@@ -1699,7 +1374,7 @@ void decode_step(Lab& lab, double copy_bw,
     cudaGraphDestroy(graph);
     const double floor_ms = weight_bytes / copy_bw * 1e3;
     std::printf(
-        "  decode step 8B 4-bit g64 lean (candidate fused norm/residual/gate%s): graph %.3f ms = "
+        "  decode step 8B 4-bit g64 lean (src fused norm/residual/gate%s): graph %.3f ms = "
         "%.1f tok/s (%.0f%% of floor)\n",
         use_pdl ? ", PDL" : "", ms, 1e3 / ms, 100 * floor_ms / ms);
     std::fflush(stdout);
@@ -1713,6 +1388,13 @@ int run() {
   const int sms = lab.sms_;
   cudaStream_t st = lab.st_;
   auto base = [&](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
+    if (f32) {
+      CK(v0::dispatch_gemv(w, x, w.k, 1, static_cast<float*>(y), w.n, sms, st));
+    } else {
+      CK(v0::dispatch_gemv(w, x, w.k, 1, static_cast<Bf16*>(y), w.n, sms, st));
+    }
+  };
+  auto src = [&](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
     CK(affine_gemv(w, x, w.k, 1, y, w.n, f32, sms, st));
   };
   auto h2 = [&](auto split, auto unroll, int blocks_per_sm, auto f32_math) {
@@ -1738,26 +1420,40 @@ int run() {
   using I4 = std::integral_constant<int, 4>;
   using H = std::false_type;  // packed-half math
   using F = std::true_type;   // f32 math
-  auto candidate = [&](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
-    CK(cand::affine_gemv(w, x, w.k, 1, y, w.n, f32, sms, st));
+  auto async = [&](auto stages) {
+    return [&](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
+      constexpr int kS = decltype(stages)::value;
+      if (w.bits == 4) {
+        if (f32) {
+          launch_async<4, kS>(w, x, w.k, static_cast<float*>(y), sms, st);
+        } else {
+          launch_async<4, kS>(w, x, w.k, static_cast<Bf16*>(y), sms, st);
+        }
+      } else if (f32) {
+        launch_async<8, kS>(w, x, w.k, static_cast<float*>(y), sms, st);
+      } else {
+        launch_async<8, kS>(w, x, w.k, static_cast<Bf16*>(y), sms, st);
+      }
+    };
   };
-  std::printf("== candidate for src: correctness sweep against the reference kernel\n");
-  int failures = lab.sweep_candidate();
+  using I6 = std::integral_constant<int, 6>;
+  using I8 = std::integral_constant<int, 8>;
+  using I12 = std::integral_constant<int, 12>;
+  std::printf("== src: correctness sweep against the reference kernel\n");
+  int failures = lab.sweep_src();
   failures += lab.check_fused(4, 14336, 4096, 1);
   failures += lab.check_fused(4, 2048, 4096, 3);
   failures += lab.check_fused(8, 1000, 4160, 2);
   failures += lab.check_fused(4, 4096, 14336, 6);
-  std::printf("candidate sweep: %d failures\n", failures);
+  std::printf("src sweep: %d failures\n", failures);
   std::vector<std::pair<std::string, Lab::GemvFn>> variants = {
-      {"base (src)", base},
-      {"candidate (src-to-be)", candidate},
+      {"v0 (src before)", base},
+      {"src", src},
       {"h2 s1 u4 persist4", h2(I1{}, I4{}, 4, H{})},
-      {"h2 s1 u4 all-ctas", h2(I1{}, I4{}, 0, H{})},
-      {"h2 s2 u2 persist4", h2(I2{}, I2{}, 4, H{})},
-      {"h2 s2 u4 persist4", h2(I2{}, I4{}, 4, H{})},
-      {"h2 s4 u2 persist4", h2(I4{}, I2{}, 4, H{})},
-      {"f32 s1 u4 persist4", h2(I1{}, I4{}, 4, F{})},
-      {"f32 s2 u2 persist4", h2(I2{}, I2{}, 4, F{})},
+      {"async 4 stages", async(I4{})},
+      {"async 6 stages", async(I6{})},
+      {"async 8 stages", async(I8{})},
+      {"async 12 stages", async(I12{})},
   };
   const std::vector<std::pair<int, int>> shapes = {
       {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
@@ -1770,11 +1466,11 @@ int run() {
   lab.dequant_shape(4096, 14336, 8, copy_bw);
   std::printf("== decode step\n");
   decode_step(lab, copy_bw,
-              {{"base (src)", base},
-               {"candidate", candidate},
+              {{"v0 (src before)", base},
+               {"src", src},
                {"h2 s1 u4 p4", h2(I1{}, I4{}, 4, H{})},
-               {"h2 s2 u2 p4", h2(I2{}, I2{}, 4, H{})},
-               {"f32 s1 u4 p4", h2(I1{}, I4{}, 4, F{})}});
+               {"async 6 stages", async(I6{})},
+               {"async 8 stages", async(I8{})}});
   return 0;
 }
 

@@ -1,125 +1,357 @@
-// Affine-quantized GEMV: one warp per output feature, each lane streaming 16-byte words of
-// packed weights (coalesced across the warp) and folding the group's scale and bias in as
-// s * Σ q·x + b * Σ x, so dequantization never leaves registers.
+// Affine-quantized GEMV for decode: x is staged once per CTA in shared memory as half pairs
+// scaled per 16-byte chunk of weights (plus the chunk's Σx), each 16-byte word of packed
+// weights is unpacked two values per instruction by the magic-number trick into exact
+// halves and multiplied in packed HFMA2, and the group's scale and bias enter in f32 as
+// s·Σq·x + b·Σx. The decode step's fusions ride along (RMSNorm while staging x, residual-add
+// and gated epilogues, programmatic dependent launch with the first weight loads issued
+// before the wait). Prefill dequantizes to bf16 with one 16-byte chunk per thread.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_fusion.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace hearth::cuda {
 namespace {
 
-constexpr int kWarpsPerBlock = 8;
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kUnroll = 4;                         // 16-byte weight loads in flight per lane
+constexpr size_t kMaxGemvSmem = size_t{96} << 10;  // x rows per launch are capped to fit
 
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// q as float without an int->float conversion (a quarter-rate instruction): OR the bits
-// into the mantissa of 2^23 and subtract 2^23, both full-rate.
-__device__ __forceinline__ float small_uint_to_float(uint32_t q) {
-  return __uint_as_float(0x4B000000u | q) - 8388608.0f;
-}
-
+// A chunk is one 16-byte word of packed weights: 32 values at 4 bits, 16 at 8 bits. Its x
+// values live in kSlots 16-byte slots of half pairs, in the order the unpacking makes them.
 template <int kBits>
-struct ChunkMath {
-  static constexpr int kPerWord = 32 / kBits;     // values per uint32
-  static constexpr int kPerChunk = 4 * kPerWord;  // values per 16-byte chunk
-  static constexpr uint32_t kMask = (1u << kBits) - 1;
+struct Chunk {
+  static constexpr int kValues = 128 / kBits;
+  static constexpr int kSlots = kBits == 4 ? 4 : 2;
+  static constexpr size_t kSmemPerRow = kSlots * 16 + sizeof(float2);  // per chunk and x row
 };
 
-// Adds s * Σ q·x + b * Σ x of one 16-byte chunk to acc[r] for every row r.
-template <int kBits, int kRows>
-__device__ __forceinline__ void chunk_dot(const uint4& packed, float s, float b,
-                                          const __nv_bfloat16* x, int64_t ldx, float* acc) {
-  using M = ChunkMath<kBits>;
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  float q[M::kPerChunk];
-#pragma unroll
-  for (int wi = 0; wi < 4; ++wi) {
-#pragma unroll
-    for (int j = 0; j < M::kPerWord; ++j) {
-      q[wi * M::kPerWord + j] = small_uint_to_float((words[wi] >> (kBits * j)) & M::kMask);
-    }
-  }
-#pragma unroll
+__device__ __forceinline__ uint32_t half2_bits(__half2 v) {
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ __half2 bits_half2(uint32_t v) {
+  return *reinterpret_cast<__half2*>(&v);
+}
+
+// Per x row, 1 / rms(x) with rmsnorm_residual's summation order (decode_fusion.cuh): this
+// block's threads play its rmsnorm_threads(k) threads, each summing x[t], x[t + threads], ...
+template <int kRows>
+__device__ void inverse_rms(const __nv_bfloat16* x, int64_t ldx, int k, float eps, float* inv,
+                            float* scratch) {
+  const int vthreads = detail::rmsnorm_threads(k);
+  constexpr int kMaxVirtual = 1024 / kThreads;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll 1
   for (int r = 0; r < kRows; ++r) {
-    float sum_qx = 0.0f;
-    float sum_x = 0.0f;
+    const __nv_bfloat16* row = x + r * ldx;
 #pragma unroll
-    for (int i = 0; i < M::kPerChunk; i += 8) {
-      float xf[8];
-      detail::load_bf16<8>(x + r * ldx + i, xf);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        sum_qx += q[i + j] * xf[j];
-        sum_x += xf[j];
+    for (int j = 0; j < kMaxVirtual; ++j) {
+      const int vt = threadIdx.x + j * kThreads;
+      float s = 0.0f;
+      if (vt < vthreads) {
+        for (int i = vt; i < k; i += vthreads) {
+          const float v = __bfloat162float(row[i]);
+          s += v * v;
+        }
+      }
+      s = detail::warp_sum(s);
+      if (lane == 0 && warp + j * kWarpsPerBlock < vthreads / 32) {
+        scratch[warp + j * kWarpsPerBlock] = s;
       }
     }
-    acc[r] += s * sum_qx + b * sum_x;
+    __syncthreads();
+    const float total = detail::warp_sum(lane < vthreads / 32 ? scratch[lane] : 0.0f);
+    if (threadIdx.x == 0) inv[r] = rsqrtf(total / static_cast<float>(k) + eps);
+    __syncthreads();  // scratch is rewritten by the next row
   }
 }
 
-// kSharedX: x is first copied to shared memory (when it fits), so the per-chunk x reads hit
-// shared memory instead of L1.
-template <int kBits, int kRows, typename ScaleT, typename OutT, bool kSharedX>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    affine_gemv_kernel(AffineQuantWeight w, const __nv_bfloat16* x, int64_t ldx, OutT* y,
-                       int64_t ldy) {
-  using M = ChunkMath<kBits>;
-  extern __shared__ uint4 x_shared[];
-  const __nv_bfloat16* xv = x;
-  int64_t ldxv = ldx;
-  if constexpr (kSharedX) {
-    const int x_chunks = w.k / 8;
-    for (int i = threadIdx.x; i < kRows * x_chunks; i += blockDim.x) {
-      x_shared[i] = *reinterpret_cast<const uint4*>(x + (i / x_chunks) * ldx + (i % x_chunks) * 8);
-    }
-    __syncthreads();
-    xv = reinterpret_cast<const __nv_bfloat16*>(x_shared);
-    ldxv = w.k;
-  }
-  const int lane = threadIdx.x & 31;
-  const int chunks = w.k / M::kPerChunk;
-  const int groups = w.k / w.group_size;
-  for (int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); n < w.n;
-       n += gridDim.x * kWarpsPerBlock) {
-    const uint4* wrow =
-        reinterpret_cast<const uint4*>(w.packed + static_cast<int64_t>(n) * (w.k / M::kPerWord));
-    const ScaleT* srow = static_cast<const ScaleT*>(w.scales) + static_cast<int64_t>(n) * groups;
-    const ScaleT* brow = static_cast<const ScaleT*>(w.biases) + static_cast<int64_t>(n) * groups;
-    float acc[kRows];
+// x [rows, k] -> shared: slots [rows][kSlots][chunks] (uint4) then stats [rows][chunks]
+// (float2: 2^e, Σx). With norm_weight, x is first replaced by rmsnorm_residual's bf16
+// output bf16(x * inv_rms * (weight + offset)). Each chunk's x is divided by 2^e, its
+// largest |x| rounded down to a power of two, so the halves lie in (-2, 2): no overflow,
+// full 11-bit precision whatever the activations' range. One thread per (row, chunk).
+template <int kBits>
+__device__ __forceinline__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int chunks,
+                                        const __nv_bfloat16* norm_weight, float norm_offset,
+                                        const float* inv_rms, uint4* slots, float2* stats) {
+  using C = Chunk<kBits>;
+  for (int u = threadIdx.x; u < rows * chunks; u += blockDim.x) {
+    const int r = u / chunks;
+    const int c = u - r * chunks;
+    float v[C::kValues];
+    detail::load_bf16<C::kValues>(x + r * ldx + c * C::kValues, v);
+    if (norm_weight != nullptr) {
+      const float inv = inv_rms[r];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
-    int c = lane;
-    for (; c + 32 < chunks; c += 64) {  // two chunks in flight per lane
-      uint4 p0 = __ldg(wrow + c);
-      uint4 p1 = __ldg(wrow + c + 32);
-      int g0 = c * M::kPerChunk / w.group_size;
-      int g1 = (c + 32) * M::kPerChunk / w.group_size;
-      float s0 = to_float(srow[g0]);
-      float b0 = to_float(brow[g0]);
-      float s1 = to_float(srow[g1]);
-      float b1 = to_float(brow[g1]);
-      chunk_dot<kBits, kRows>(p0, s0, b0, xv + c * M::kPerChunk, ldxv, acc);
-      chunk_dot<kBits, kRows>(p1, s1, b1, xv + (c + 32) * M::kPerChunk, ldxv, acc);
-    }
-    for (; c < chunks; c += 32) {
-      int g = c * M::kPerChunk / w.group_size;
-      chunk_dot<kBits, kRows>(__ldg(wrow + c), to_float(srow[g]), to_float(brow[g]),
-                              xv + c * M::kPerChunk, ldxv, acc);
-    }
+      for (int i = 0; i < C::kValues; i += 8) {
+        float g[8];
+        detail::load_bf16<8>(norm_weight + c * C::kValues + i, g);
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float v = detail::warp_sum(acc[r]);
-      if (lane == 0) {
-        if constexpr (sizeof(OutT) == 4) {
-          y[r * ldy + n] = v;
-        } else {
-          y[r * ldy + n] = __float2bfloat16(v);
+        for (int j = 0; j < 8; ++j) {
+          v[i + j] = __bfloat162float(__float2bfloat16(v[i + j] * inv * (g[j] + norm_offset)));
         }
       }
+    }
+    float amax = 0.0f;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < C::kValues; ++i) {
+      amax = fmaxf(amax, fabsf(v[i]));
+      sum += v[i];
+    }
+    // Zero or subnormal amax: the chunk adds nothing through the dot (scale 0); inf/NaN:
+    // the scale carries it into the output.
+    const uint32_t ebits = __float_as_uint(amax) & 0x7F800000u;
+    float scale = 0.0f;
+    float inv = 0.0f;
+    if (ebits == 0x7F800000u) {
+      scale = amax;
+    } else if (ebits != 0) {
+      scale = __uint_as_float(ebits);
+      inv = __uint_as_float(0x7F000000u - ebits);
+    }
+    stats[r * chunks + c] = make_float2(scale, sum);
+    uint4* dst = slots + r * C::kSlots * chunks + c;
+#pragma unroll
+    for (int j = 0; j < C::kSlots; ++j) {
+      const float* p = v + 8 * j;
+      uint4 o;
+      if constexpr (kBits == 4) {  // word j = values 8j..8j+7: pairs (0,4) (1,5) (2,6) (3,7)
+        o.x = half2_bits(__floats2half2_rn(p[0] * inv, p[4] * inv));
+        o.y = half2_bits(__floats2half2_rn(p[1] * inv, p[5] * inv));
+        o.z = half2_bits(__floats2half2_rn(p[2] * inv, p[6] * inv));
+        o.w = half2_bits(__floats2half2_rn(p[3] * inv, p[7] * inv));
+      } else {  // words 2j, 2j+1 = values 8j..8j+7: pairs (0,2) (1,3) per word
+        o.x = half2_bits(__floats2half2_rn(p[0] * inv, p[2] * inv));
+        o.y = half2_bits(__floats2half2_rn(p[1] * inv, p[3] * inv));
+        o.z = half2_bits(__floats2half2_rn(p[4] * inv, p[6] * inv));
+        o.w = half2_bits(__floats2half2_rn(p[5] * inv, p[7] * inv));
+      }
+      dst[j * chunks] = o;
+    }
+  }
+}
+
+// Σ q·x' of one chunk against one staged x row (`xs` = the chunk's slot 0; slots `stride`
+// apart). (w & 0x000F000F) | 0x64006400 is the half pair 1024 + q exactly; nibbles one
+// position up give 1024 + 16q, undone by one HFMA2. 8 bits: PRMT puts bytes under 0x64.
+// Products and 8-term sums in half (|q·x'| < 30, or 510 at 8 bits).
+template <int kBits>
+__device__ __forceinline__ float chunk_dot(const uint4& p, const uint4* xs, int stride) {
+  const __half2 k1024 = bits_half2(0x64006400u);
+  __half2 a0 = bits_half2(0u);
+  __half2 a1 = bits_half2(0u);
+  const uint32_t words[4] = {p.x, p.y, p.z, p.w};
+  if constexpr (kBits == 4) {
+    const __half2 k16th = bits_half2(0x2C002C00u);   // 1/16
+    const __half2 kneg64 = bits_half2(0xD400D400u);  // -64
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 xv = xs[j * stride];
+      const uint32_t t = words[j];
+      const uint32_t t8 = t >> 8;
+      const __half2 q0 = __hsub2(bits_half2((t & 0x000F000Fu) | 0x64006400u), k1024);
+      const __half2 q1 = __hfma2(bits_half2((t & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
+      const __half2 q2 = __hsub2(bits_half2((t8 & 0x000F000Fu) | 0x64006400u), k1024);
+      const __half2 q3 = __hfma2(bits_half2((t8 & 0x00F000F0u) | 0x64006400u), k16th, kneg64);
+      a0 = __hfma2(q0, bits_half2(xv.x), a0);
+      a1 = __hfma2(q1, bits_half2(xv.y), a1);
+      a0 = __hfma2(q2, bits_half2(xv.z), a0);
+      a1 = __hfma2(q3, bits_half2(xv.w), a1);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint4 xv = xs[j * stride];
+      const uint32_t t0 = words[2 * j];
+      const uint32_t t1 = words[2 * j + 1];
+      const __half2 q0 = __hsub2(bits_half2(__byte_perm(t0, 0x64646464u, 0x4240)), k1024);
+      const __half2 q1 = __hsub2(bits_half2(__byte_perm(t0, 0x64646464u, 0x4341)), k1024);
+      const __half2 q2 = __hsub2(bits_half2(__byte_perm(t1, 0x64646464u, 0x4240)), k1024);
+      const __half2 q3 = __hsub2(bits_half2(__byte_perm(t1, 0x64646464u, 0x4341)), k1024);
+      a0 = __hfma2(q0, bits_half2(xv.x), a0);
+      a1 = __hfma2(q1, bits_half2(xv.y), a1);
+      a0 = __hfma2(q2, bits_half2(xv.z), a0);
+      a1 = __hfma2(q3, bits_half2(xv.w), a1);
+    }
+  }
+  const float2 f = __half22float2(__hadd2(a0, a1));
+  return f.x + f.y;
+}
+
+// Read-once weights: non-coherent, no L1 allocation.
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// y for one output: the epilogue on v0 (and v1, the up row, when gated), as the unfused
+// kernels would round it.
+template <typename OutT>
+__device__ __forceinline__ void store_output(const AffineGemvArgs& a, int r, int j, float v0,
+                                             float v1) {
+  OutT* dst = static_cast<OutT*>(a.y) + r * a.ldy + j;
+  if constexpr (sizeof(OutT) == 4) {
+    *dst = a.epilogue == GemvEpilogue::kAccumulate ? *dst + v0 : v0;
+  } else {
+    const float r0 = __bfloat162float(__float2bfloat16(v0));
+    const float r1 = __bfloat162float(__float2bfloat16(v1));
+    switch (a.epilogue) {
+      case GemvEpilogue::kStore:
+        *dst = __float2bfloat16(v0);
+        break;
+      case GemvEpilogue::kAccumulate:
+        *dst = __float2bfloat16(__bfloat162float(*dst) + v0);
+        break;
+      case GemvEpilogue::kResidualAdd:
+        *dst = __float2bfloat16(__bfloat162float(*dst) + r0);
+        break;
+      case GemvEpilogue::kGatedSilu:
+        *dst = __float2bfloat16(detail::silu_mul(r0, r1));
+        break;
+      case GemvEpilogue::kGatedGeluTanh:
+        *dst = __float2bfloat16(detail::gelu_tanh_mul(r0, r1));
+        break;
+    }
+  }
+}
+
+// One output per warp task; `split` warps share a task (each owns every split-th run of 32
+// chunks) and add their sums through shared memory; gated tasks stream two weight rows (j,
+// j + n). kPreload (with PDL): the first task's first weight loads go out before the wait on
+// the previous kernel (weights never depend on it), at the cost of 3 blocks per SM instead
+// of 4 (the loaded block stays live across the staging of x).
+template <int kRows, int kPair, bool kPreload>
+constexpr int blocks_per_sm() {
+  return kRows > 2 ? 2 : kPreload || kPair * kRows > 2 ? 3 : 4;
+}
+
+template <int kBits, int kRows, typename ScaleT, typename OutT, int kPair, bool kPreload>
+__global__ void __launch_bounds__(kThreads, blocks_per_sm<kRows, kPair, kPreload>())
+    affine_gemv_kernel(const AffineGemvArgs a, int split) {
+  using C = Chunk<kBits>;
+  constexpr int kU = kUnroll / kPair;  // loads in flight per lane per weight row
+  extern __shared__ uint4 smem[];
+  __shared__ float red[2][kWarpsPerBlock][kPair * kRows];
+  __shared__ float scratch[32];
+  __shared__ float inv_rms[kRows];
+  const AffineQuantWeight& w = a.w;
+  const int chunks = w.k / C::kValues;
+  const int groups = w.k / w.group_size;
+  const int group_shift = __ffs(w.group_size / C::kValues) - 1;
+  const int n = w.n / kPair;  // outputs
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int tasks_per_block = kWarpsPerBlock / split;
+  const int sub = warp % split;
+  const int stride = 32 * split;
+  const int first = sub * 32 + lane;
+  const uint4* packed = reinterpret_cast<const uint4*>(w.packed);
+  const ScaleT* scales = static_cast<const ScaleT*>(w.scales);
+  const ScaleT* biases = static_cast<const ScaleT*>(w.biases);
+
+  uint4 p[kPair][kU];
+  float s[kPair][kU];
+  float b[kPair][kU];
+  auto load_block = [&](int task, int c0) {
+#pragma unroll
+    for (int q = 0; q < kPair; ++q) {
+      const int64_t row = task + q * n;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int c = c0 + u * stride;
+        if (c < chunks) {
+          p[q][u] = load_stream(packed + row * chunks + c);
+          s[q][u] = to_float(scales[row * groups + (c >> group_shift)]);
+          b[q][u] = to_float(biases[row * groups + (c >> group_shift)]);
+        }
+      }
+    }
+  };
+  bool preloaded = kPreload && blockIdx.x * tasks_per_block + warp / split < n;
+  if (preloaded) load_block(blockIdx.x * tasks_per_block + warp / split, first);
+
+  detail::grid_dependency_wait();
+  if (a.norm_weight != nullptr) inverse_rms<kRows>(a.x, a.ldx, w.k, a.norm_eps, inv_rms, scratch);
+  uint4* slots = smem;
+  float2* stats = reinterpret_cast<float2*>(smem + kRows * C::kSlots * chunks);
+  stage_x<kBits>(a.x, a.ldx, kRows, chunks, a.norm_weight, a.norm_offset, inv_rms, slots, stats);
+  __syncthreads();
+  detail::launch_dependents();
+
+  int parity = 0;
+  for (int base = blockIdx.x * tasks_per_block; base < n; base += gridDim.x * tasks_per_block) {
+    const int task = base + warp / split;  // the loop is uniform per block
+    float acc[kPair][kRows];
+#pragma unroll
+    for (int q = 0; q < kPair; ++q) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[q][r] = 0.0f;
+    }
+    if (task < n) {
+      for (int c0 = first; c0 < chunks; c0 += stride * kU) {
+        if (!preloaded) load_block(task, c0);
+        preloaded = false;
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int c = c0 + u * stride;
+          if (c < chunks) {
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              const uint4* xs = slots + r * C::kSlots * chunks + c;
+              const float2 st = stats[r * chunks + c];
+#pragma unroll
+              for (int q = 0; q < kPair; ++q) {
+                const float dot = chunk_dot<kBits>(p[q][u], xs, chunks);
+                acc[q][r] = fmaf(s[q][u] * st.x, dot, fmaf(b[q][u], st.y, acc[q][r]));
+              }
+            }
+          }
+        }
+      }
+    }
+    preloaded = false;  // unused when this warp's first stripe is past k
+#pragma unroll
+    for (int q = 0; q < kPair; ++q) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[q][r] = detail::warp_sum(acc[q][r]);
+    }
+    if (split > 1) {  // uniform across the block
+      if (lane == 0) {
+#pragma unroll
+        for (int q = 0; q < kPair; ++q) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) red[parity][warp][q * kRows + r] = acc[q][r];
+        }
+      }
+      __syncthreads();
+      if (sub == 0 && lane == 0) {
+#pragma unroll
+        for (int q = 0; q < kPair; ++q) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            for (int i = 1; i < split; ++i) acc[q][r] += red[parity][warp + i][q * kRows + r];
+          }
+        }
+      }
+      parity ^= 1;
+    }
+    if (task < n && sub == 0 && lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);
     }
   }
 }
@@ -148,6 +380,7 @@ __global__ void affine_embedding_kernel(AffineQuantWeight w, const int32_t* ids,
   }
 }
 
+// One word per thread, scalar stores: any ld_out / alignment.
 template <int kBits, typename ScaleT>
 __global__ void affine_dequantize_kernel(AffineQuantWeight w, __nv_bfloat16* out, int64_t ld_out) {
   constexpr int kPerWord = 32 / kBits;
@@ -171,24 +404,102 @@ __global__ void affine_dequantize_kernel(AffineQuantWeight w, __nv_bfloat16* out
   }
 }
 
+// One 16-byte packed chunk per thread, 16-byte streaming stores (out 16-byte aligned,
+// ld_out % 8 == 0); the same arithmetic, so the same bits, as the scalar kernel.
+template <int kBits, typename ScaleT>
+__global__ void affine_dequantize_chunk_kernel(AffineQuantWeight w, __nv_bfloat16* out,
+                                               int64_t ld_out) {
+  using C = Chunk<kBits>;
+  constexpr int kPerWord = 32 / kBits;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  const int chunks = w.k / C::kValues;
+  const int groups = w.k / w.group_size;
+  const int64_t total = static_cast<int64_t>(chunks) * w.n;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = idx / chunks;
+    const int c = static_cast<int>(idx - n * chunks);
+    const uint4 p = load_stream(reinterpret_cast<const uint4*>(w.packed) + idx);
+    const int g = c * C::kValues / w.group_size;
+    const float s = to_float(static_cast<const ScaleT*>(w.scales)[n * groups + g]);
+    const float b = to_float(static_cast<const ScaleT*>(w.biases)[n * groups + g]);
+    const uint32_t words[4] = {p.x, p.y, p.z, p.w};
+    uint4* dst = reinterpret_cast<uint4*>(out + n * ld_out + static_cast<int64_t>(c) * C::kValues);
+#pragma unroll
+    for (int i = 0; i < C::kValues / 8; ++i) {
+      uint32_t o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int v0 = i * 8 + 2 * j;
+        const int v1 = v0 + 1;
+        const float f0 =
+            s * static_cast<float>((words[v0 / kPerWord] >> (kBits * (v0 % kPerWord))) & kMask) + b;
+        const float f1 =
+            s * static_cast<float>((words[v1 / kPerWord] >> (kBits * (v1 % kPerWord))) & kMask) + b;
+        const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
+        o[j] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+      __stcs(dst + i, make_uint4(o[0], o[1], o[2], o[3]));
+    }
+  }
+}
+
+bool gated(GemvEpilogue e) {
+  return e == GemvEpilogue::kGatedSilu || e == GemvEpilogue::kGatedGeluTanh;
+}
+
+// One warp per row (split 1): W1 measured 2 and 4 warps per row no faster on any 8B shape
+// (dev/cuda/NOTES.md); the kernel keeps the option for later.
+template <int kBits, int kRows, typename ScaleT, typename OutT, int kPair, bool kPreload>
+cudaError_t launch_rows(const AffineGemvArgs& a, cudaStream_t stream) {
+  using C = Chunk<kBits>;
+  constexpr int kBlocksPerSm = blocks_per_sm<kRows, kPair, kPreload>();
+  const size_t smem = static_cast<size_t>(kRows) * (a.w.k / C::kValues) * C::kSmemPerRow;
+  const int n = a.w.n / kPair;
+  const int split = 1;
+  auto* kernel = affine_gemv_kernel<kBits, kRows, ScaleT, OutT, kPair, kPreload>;
+  if (smem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  const int tasks_per_block = kWarpsPerBlock / split;
+  const int grid =
+      std::min(detail::ceil_div(n, tasks_per_block), std::max(1, a.sm_count) * kBlocksPerSm);
+  return detail::launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, a.pdl, a, split);
+}
+
+// Preloading pays only under PDL, and only decode's 1-2 rows get the variant.
+template <int kBits, int kRows, typename ScaleT, typename OutT, int kPair>
+cudaError_t launch_rows(const AffineGemvArgs& a, cudaStream_t stream) {
+  if constexpr (kRows <= 2) {
+    if (a.pdl) return launch_rows<kBits, kRows, ScaleT, OutT, kPair, true>(a, stream);
+  }
+  return launch_rows<kBits, kRows, ScaleT, OutT, kPair, false>(a, stream);
+}
+
 template <int kBits, typename ScaleT, typename OutT>
-cudaError_t launch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                        OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
-  dim3 grid(std::min(detail::ceil_div(w.n, kWarpsPerBlock), std::max(1, sm_count) * 4));
-  dim3 block(kWarpsPerBlock * 32);
-  size_t smem = static_cast<size_t>(m) * w.k * sizeof(__nv_bfloat16);
-  bool shared_x = smem <= 48 * 1024;
-  switch (m) {
-#define HEARTH_GEMV_CASE(rows)                                \
-  case rows:                                                  \
-    if (shared_x) {                                           \
-      affine_gemv_kernel<kBits, rows, ScaleT, OutT, true>     \
-          <<<grid, block, smem, stream>>>(w, x, ldx, y, ldy); \
-    } else {                                                  \
-      affine_gemv_kernel<kBits, rows, ScaleT, OutT, false>    \
-          <<<grid, block, 0, stream>>>(w, x, ldx, y, ldy);    \
-    }                                                         \
-    break;
+cudaError_t dispatch_rows(const AffineGemvArgs& a, int rows, cudaStream_t stream) {
+  if constexpr (sizeof(OutT) == 2) {
+    if (gated(a.epilogue)) {
+      switch (rows) {
+        case 1:
+          return launch_rows<kBits, 1, ScaleT, OutT, 2>(a, stream);
+        case 2:
+          return launch_rows<kBits, 2, ScaleT, OutT, 2>(a, stream);
+        case 3:
+          return launch_rows<kBits, 3, ScaleT, OutT, 2>(a, stream);
+        case 4:
+          return launch_rows<kBits, 4, ScaleT, OutT, 2>(a, stream);
+        default:
+          return cudaErrorInvalidValue;
+      }
+    }
+  }
+  switch (rows) {
+#define HEARTH_GEMV_CASE(R) \
+  case R:                   \
+    return launch_rows<kBits, R, ScaleT, OutT, 1>(a, stream);
     HEARTH_GEMV_CASE(1)
     HEARTH_GEMV_CASE(2)
     HEARTH_GEMV_CASE(3)
@@ -201,7 +512,32 @@ cudaError_t launch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int6
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
+}
+
+// x rows in batches small enough for the staged x to fit in shared memory (one launch for
+// every decode shape; more only for many rows of a very wide k).
+template <int kBits, typename ScaleT, typename OutT>
+cudaError_t launch_gemv(const AffineGemvArgs& args, cudaStream_t stream) {
+  const size_t per_row =
+      static_cast<size_t>(args.w.k / Chunk<kBits>::kValues) * Chunk<kBits>::kSmemPerRow;
+  int device = 0;
+  int optin = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  }
+  if (err != cudaSuccess) return err;
+  const size_t limit = std::min(kMaxGemvSmem, static_cast<size_t>(std::max(optin, 2048)) - 1024);
+  const int batch = static_cast<int>(std::min<size_t>(args.m, limit / per_row));
+  if (batch < 1) return cudaErrorInvalidValue;  // k too wide for one staged x row
+  for (int r0 = 0; r0 < args.m; r0 += batch) {
+    AffineGemvArgs a = args;
+    a.x = args.x + r0 * args.ldx;
+    a.y = static_cast<OutT*>(args.y) + r0 * args.ldy;
+    err = dispatch_rows<kBits, ScaleT, OutT>(a, std::min(batch, args.m - r0), stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 bool valid_weight(const AffineQuantWeight& w) {
@@ -211,28 +547,52 @@ bool valid_weight(const AffineQuantWeight& w) {
          w.biases != nullptr;
 }
 
-template <typename OutT>
-cudaError_t dispatch_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
-                          OutT* y, int64_t ldy, int sm_count, cudaStream_t stream) {
-  if (w.bits == 4) {
-    return w.f16_scales ? launch_gemv<4, __half>(w, x, ldx, m, y, ldy, sm_count, stream)
-                        : launch_gemv<4, __nv_bfloat16>(w, x, ldx, m, y, ldy, sm_count, stream);
+}  // namespace
+
+bool affine_gemv_supported(const AffineGemvArgs& a) {
+  const bool pair = gated(a.epilogue);
+  if (!valid_weight(a.w) || a.m < 1 || a.m > kAffineGemvMaxRows || a.x == nullptr ||
+      a.y == nullptr || a.ldx < a.w.k || a.ldx % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(a.w.packed) % 16 != 0) {
+    return false;
   }
-  return w.f16_scales ? launch_gemv<8, __half>(w, x, ldx, m, y, ldy, sm_count, stream)
-                      : launch_gemv<8, __nv_bfloat16>(w, x, ldx, m, y, ldy, sm_count, stream);
+  if (pair && (a.w.n % 2 != 0 || a.m > 4)) return false;
+  if (a.ldy < (pair ? a.w.n / 2 : a.w.n)) return false;
+  if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;
+  return true;
 }
 
-}  // namespace
+cudaError_t affine_gemv(const AffineGemvArgs& a, cudaStream_t stream) {
+  if (!affine_gemv_supported(a)) return cudaErrorInvalidValue;
+  if (a.y_f32) {
+    if (a.w.bits == 4) {
+      return a.w.f16_scales ? launch_gemv<4, __half, float>(a, stream)
+                            : launch_gemv<4, __nv_bfloat16, float>(a, stream);
+    }
+    return a.w.f16_scales ? launch_gemv<8, __half, float>(a, stream)
+                          : launch_gemv<8, __nv_bfloat16, float>(a, stream);
+  }
+  if (a.w.bits == 4) {
+    return a.w.f16_scales ? launch_gemv<4, __half, __nv_bfloat16>(a, stream)
+                          : launch_gemv<4, __nv_bfloat16, __nv_bfloat16>(a, stream);
+  }
+  return a.w.f16_scales ? launch_gemv<8, __half, __nv_bfloat16>(a, stream)
+                        : launch_gemv<8, __nv_bfloat16, __nv_bfloat16>(a, stream);
+}
 
 cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
                         void* y, int64_t ldy, bool y_f32, int sm_count, cudaStream_t stream) {
-  if (!valid_weight(w) || m < 1 || m > kAffineGemvMaxRows || ldx < w.k || ldy < w.n ||
-      ldx % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w.packed) % 16 != 0) {
-    return cudaErrorInvalidValue;
-  }
-  if (y_f32) return dispatch_gemv(w, x, ldx, m, static_cast<float*>(y), ldy, sm_count, stream);
-  return dispatch_gemv(w, x, ldx, m, static_cast<__nv_bfloat16*>(y), ldy, sm_count, stream);
+  AffineGemvArgs a;
+  a.w = w;
+  a.x = x;
+  a.ldx = ldx;
+  a.y = y;
+  a.ldy = ldy;
+  a.y_f32 = y_f32;
+  a.m = m;
+  a.sm_count = sm_count;
+  return affine_gemv(a, stream);
 }
 
 cudaError_t affine_embedding_gather(const AffineQuantWeight& w, const int32_t* ids, int tokens,
@@ -259,6 +619,25 @@ cudaError_t affine_embedding_gather(const AffineQuantWeight& w, const int32_t* i
 cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,
                               cudaStream_t stream) {
   if (!valid_weight(w) || ld_out < w.k) return cudaErrorInvalidValue;
+  const bool chunked = ld_out % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(w.packed) % 16 == 0;
+  if (chunked) {
+    const int64_t chunks = static_cast<int64_t>(w.n) * (w.k * w.bits / 128);
+    const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 65536));
+    if (w.bits == 4) {
+      if (w.f16_scales) {
+        affine_dequantize_chunk_kernel<4, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+      } else {
+        affine_dequantize_chunk_kernel<4, __nv_bfloat16>
+            <<<blocks, 256, 0, stream>>>(w, out, ld_out);
+      }
+    } else if (w.f16_scales) {
+      affine_dequantize_chunk_kernel<8, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+    } else {
+      affine_dequantize_chunk_kernel<8, __nv_bfloat16><<<blocks, 256, 0, stream>>>(w, out, ld_out);
+    }
+    return cudaGetLastError();
+  }
   int64_t words = static_cast<int64_t>(w.n) * (w.k * w.bits / 32);
   int blocks = static_cast<int>(std::min<int64_t>((words + 255) / 256, 65536));
   if (w.bits == 4) {

@@ -1,13 +1,17 @@
 // MLX-affine quantized weights (4 or 8 bits, groups of 32/64/128 along k):
 // w[n, i] = scale[n, i / g] * q[n, i] + bias[n, i / g], q packed low bits first into
-// uint32 words. A GEMV for decode (m <= 8 rows) that dequantizes in registers, and a
-// dequantize-to-bf16 pass that prefill uses ahead of the cuBLASLt GEMM.
+// uint32 words. A GEMV for decode (m <= 8 rows) that dequantizes in registers, with the
+// decode step's fusions (RMSNorm prologue, residual-add / gated epilogues, programmatic
+// dependent launch) as in gemv_bf16, and a dequantize-to-bf16 pass that prefill uses ahead
+// of the cuBLASLt GEMM.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/cuda/gemv_bf16.cuh"  // GemvEpilogue
 
 namespace hearth::cuda {
 
@@ -26,9 +30,35 @@ constexpr int kAffineGemvMaxRows = 8;
 
 // y[m, n] = x[m, k] · wᵀ with m <= kAffineGemvMaxRows; x rows 16-byte aligned (ldx % 8 == 0).
 // y is bf16, or f32 when y_f32 (logits for the sampler). sm_count sizes the grid (the
-// device's multiprocessor count).
+// device's multiprocessor count). x is rounded to half per 16-byte weight chunk after
+// scaling by a power of two and products are summed 8 at a time in half, f32 beyond:
+// relative L2 error ~5e-4 against exact f32 (tests/kernels/cuda/affine_quant_test.cpp).
 cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
                         void* y, int64_t ldy, bool y_f32, int sm_count, cudaStream_t stream);
+
+// The decode step's fused form, GemvArgs' contract on a quantized weight (no bias).
+struct AffineGemvArgs {
+  AffineQuantWeight w;               // [n, k]; [2n, k] (gate rows, then up) when gated
+  const __nv_bfloat16* x = nullptr;  // [m, k] (ldx); the residual stream when norm_weight
+  int64_t ldx = 0;
+  void* y = nullptr;  // [m, n] (ldy), bf16 or f32
+  int64_t ldy = 0;
+  bool y_f32 = false;
+  GemvEpilogue epilogue = GemvEpilogue::kStore;  // kResidualAdd / kGated*: bf16 y only,
+                                                 // gated: m <= 4
+  // RMSNorm prologue: x is replaced by bf16(rmsnorm(x) * (norm_weight + norm_offset)), the
+  // bits rmsnorm_residual(nullptr, ...) would write.
+  const __nv_bfloat16* norm_weight = nullptr;  // [k]
+  float norm_offset = 0.0f;
+  float norm_eps = 1e-5f;
+  int m = 0;
+  int sm_count = 0;
+  bool pdl = false;  // programmatic dependent launch (sm_90+ only): the first weight loads
+                     // go out before the previous kernel finishes
+};
+
+bool affine_gemv_supported(const AffineGemvArgs& args);
+cudaError_t affine_gemv(const AffineGemvArgs& args, cudaStream_t stream);
 
 // out[t, :] = dequantized row ids[t] of w (an MLX-quantized embedding table [vocab = n,
 // hidden = k]) times scale, rounded to bf16; ids outside [0, n) give zero rows.

@@ -1,8 +1,13 @@
 // MLX-affine GEMV and dequantization against kernels/ref's quantized linear and
-// weight_row, for 4 and 8 bits, every group size, bf16 and f16 scales, 1..8 rows.
+// weight_row, for 4 and 8 bits, every group size, bf16 and f16 scales, 1..8 rows; the fused
+// decode forms against the unfused kernels.
 #include <cuda_fp16.h>
 
+#include <cstring>
+
 #include "kernels/cuda/affine_quant.cuh"
+#include "kernels/cuda/gated_activation.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/ref/ops.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 
@@ -14,12 +19,17 @@ using Bf16 = __nv_bfloat16;
 struct QuantCase {
   int bits, group_size, n, k, m;
   bool f16_scales;
+  bool outliers = false;  // x row 0: one massive activation, a zero chunk, a tiny chunk
 };
 class AffineQuantTest : public CudaTest, public ::testing::WithParamInterface<QuantCase> {};
 
-// Tolerance: the GEMV accumulates in f32 and rounds once to bf16 (2^-9 relative):
-// relative L2 error under 4e-3. Dequantization is one f32 fma (or mul + add) and one
-// rounding: within one bf16 ulp.
+// Tolerance: the GEMV rounds x to half per 16-byte weight chunk (scaled so the chunk's
+// largest |x| is in [1, 2): 11 significant bits), multiplies and sums 8 products in half,
+// and accumulates the chunks in f32: a host simulation of that arithmetic gives relative L2
+// errors of 3-5e-4 on these distributions, so f32 outputs (logits) are held to 1.5e-3 —
+// below the 2^-9 of the bf16 logits the oracle (transformers in bf16) produces — and bf16
+// outputs, which add one rounding (2^-9 relative), to 4e-3. Dequantization is one f32 fma
+// (or mul + add) and one rounding: within one bf16 ulp.
 TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   const QuantCase c = GetParam();
   std::mt19937 rng(81);
@@ -55,6 +65,11 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   ref_w.biases = biases.data();
   const int64_t ldx = c.k + 8;
   auto x = random_bf16_values(c.m * ldx, 84);
+  if (c.outliers) {
+    x[5] = 3000.0f;
+    for (int i = 64; i < 96; ++i) x[i] = 0.0f;
+    for (int i = 96; i < 128; ++i) x[i] = round_bf16(x[i] * 1e-30f);
+  }
   std::vector<float> x_dense(c.m * c.k);
   for (int r = 0; r < c.m; ++r) std::copy_n(&x[r * ldx], c.k, &x_dense[r * c.k]);
   std::vector<float> ref_y(c.m * c.n);
@@ -83,14 +98,14 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   std::vector<double> want(ref_y.begin(), ref_y.end());
   for (int r = 0; r < c.m; ++r) std::copy_n(&y[r * ldy], c.n, &got[r * c.n]);
   EXPECT_LT(relative_error(got, want), 4e-3);
-  // f32 output (logits): only the summation order differs from ref, 1e-4.
+  // f32 output (logits).
   DeviceBuffer dy32 = poisoned<float>(c.m * ldy);
   ASSERT_EQ(
       affine_gemv(w, dx.as<Bf16>(), ldx, c.m, dy32.data(), ldy, true, sm_count(), ctx_->stream()),
       cudaSuccess);
   auto y32 = download<float>(dy32, c.m * ldy);
   for (int r = 0; r < c.m; ++r) std::copy_n(&y32[r * ldy], c.n, &got[r * c.n]);
-  EXPECT_LT(relative_error(got, want), 1e-4);
+  EXPECT_LT(relative_error(got, want), 1.5e-3);
 
   // Quantized embedding rows (MLX quantizes embed_tokens too): ref's weight_row, bf16.
   std::vector<int32_t> ids = {0, c.n - 1, 7, -3, c.n};
@@ -123,13 +138,17 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AffineQuantTest,
-                         ::testing::Values(QuantCase{4, 64, 769, 4160, 1, false},
-                                           QuantCase{4, 32, 5125, 1024, 3, true},
-                                           QuantCase{4, 128, 1024, 5120, 8, false},
-                                           QuantCase{8, 64, 769, 4160, 2, false},
-                                           QuantCase{8, 32, 333, 2080, 5, true},
-                                           QuantCase{8, 128, 4096, 1024, 1, false}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AffineQuantTest,
+    ::testing::Values(
+        QuantCase{4, 64, 769, 4160, 1, false}, QuantCase{4, 32, 5125, 1024, 3, true},
+        QuantCase{4, 128, 1024, 5120, 8, false}, QuantCase{8, 64, 769, 4160, 2, false},
+        QuantCase{8, 32, 333, 2080, 5, true}, QuantCase{8, 128, 4096, 1024, 1, false},
+        // whole rows per warp (n >= 4 x warp slots)
+        QuantCase{4, 64, 17001, 1024, 1, false}, QuantCase{8, 32, 9001, 2048, 4, true},
+        // x staged in shared memory in batches of rows (3, 3, 2 and 7 x 1)
+        QuantCase{4, 64, 96, 14336, 8, false}, QuantCase{8, 128, 65, 30720, 7, false},
+        QuantCase{4, 64, 512, 4096, 2, false, true}, QuantCase{8, 64, 512, 4096, 1, true, true}));
 
 TEST_F(CudaTest, AffineGemvRejectsBadShapes) {
   AffineQuantWeight w;
@@ -137,6 +156,152 @@ TEST_F(CudaTest, AffineGemvRejectsBadShapes) {
   w.k = 100;  // not a multiple of the group size
   EXPECT_EQ(affine_gemv(w, nullptr, 128, 1, nullptr, 16, false, 1, ctx_->stream()),
             cudaErrorInvalidValue);
+}
+
+// The fused decode forms (AffineGemvArgs) against the unfused kernels: the RMSNorm prologue
+// and the residual-add epilogue give the same bits as rmsnorm_residual + GEMV and GEMV + add
+// (same staging, same summation order); PDL launches change nothing; the gated SiLU output
+// matches GEMV + gated_activation within 8e-3 relative L2 (the pair task may use another
+// row split, so the dots round differently before bf16: ~2^-9 per output).
+struct FusedCase {
+  int bits, n, k, m;
+};
+class AffineFusedTest : public CudaTest, public ::testing::WithParamInterface<FusedCase> {};
+
+TEST_P(AffineFusedTest, MatchesUnfusedKernels) {
+  const FusedCase c = GetParam();
+  std::mt19937 rng(91);
+  std::vector<uint32_t> packed(static_cast<size_t>(2 * c.n) * c.k * c.bits / 32);
+  for (uint32_t& w : packed) w = rng();
+  const int groups = c.k / 64;
+  auto scales = to_bf16(random_bf16_values(static_cast<size_t>(2 * c.n) * groups, 92, 0.01f));
+  auto biases = to_bf16(random_bf16_values(static_cast<size_t>(2 * c.n) * groups, 93, 0.08f));
+  auto x = to_bf16(random_bf16_values(static_cast<size_t>(c.m) * c.k, 94, 3.0f));
+  auto norm = to_bf16(random_bf16_values(c.k, 95, 1.0f));
+  auto resid = to_bf16(random_bf16_values(static_cast<size_t>(c.m) * c.n, 96, 4.0f));
+  DeviceBuffer dp = upload(packed), ds = upload(scales), db = upload(biases);
+  DeviceBuffer dx = upload(x), dnorm = upload(norm), dresid = upload(resid);
+  AffineQuantWeight w2;  // [2n, k]: gate rows then up rows
+  w2.packed = dp.as<uint32_t>();
+  w2.scales = ds.data();
+  w2.biases = db.data();
+  w2.n = 2 * c.n;
+  w2.k = c.k;
+  w2.bits = c.bits;
+  w2.group_size = 64;
+  AffineQuantWeight w1 = w2;  // the gate half alone
+  w1.n = c.n;
+  cudaStream_t st = ctx_->stream();
+  auto bits16 = [](const std::vector<Bf16>& v) {
+    std::vector<uint16_t> out(v.size());
+    std::memcpy(out.data(), v.data(), v.size() * 2);
+    return out;
+  };
+
+  // Unfused references.
+  DeviceBuffer xn = poisoned<Bf16>(static_cast<size_t>(c.m) * c.k);
+  ASSERT_EQ(rmsnorm_residual(nullptr, c.k, dx.as<Bf16>(), c.k, dnorm.as<Bf16>(), 0.0f, 1e-5f,
+                             xn.as<Bf16>(), c.k, c.m, c.k, st),
+            cudaSuccess);
+  DeviceBuffer y_norm_ref = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+  ASSERT_EQ(affine_gemv(w1, xn.as<Bf16>(), c.k, c.m, y_norm_ref.data(), c.n, false, sm_count(), st),
+            cudaSuccess);
+  DeviceBuffer y_plain = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+  ASSERT_EQ(affine_gemv(w1, dx.as<Bf16>(), c.k, c.m, y_plain.data(), c.n, false, sm_count(), st),
+            cudaSuccess);
+
+  AffineGemvArgs a;
+  a.w = w1;
+  a.x = dx.as<Bf16>();
+  a.ldx = c.k;
+  a.ldy = c.n;
+  a.m = c.m;
+  a.sm_count = sm_count();
+  const bool pdl_ok = ctx_->properties().major >= 9;
+  for (bool pdl : {false, true}) {
+    if (pdl && !pdl_ok) continue;
+    SCOPED_TRACE(pdl ? "pdl" : "no pdl");
+    a.pdl = pdl;
+    // RMSNorm prologue.
+    DeviceBuffer y = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+    a.y = y.data();
+    a.norm_weight = dnorm.as<Bf16>();
+    a.epilogue = GemvEpilogue::kStore;
+    ASSERT_TRUE(affine_gemv_supported(a));
+    ASSERT_EQ(affine_gemv(a, st), cudaSuccess);
+    EXPECT_EQ(bits16(download<Bf16>(y, c.m * c.n)), bits16(download<Bf16>(y_norm_ref, c.m * c.n)));
+    // Residual add: y = resid + bf16(x · w).
+    DeviceBuffer yr = upload(resid);
+    a.y = yr.data();
+    a.norm_weight = nullptr;
+    a.epilogue = GemvEpilogue::kResidualAdd;
+    ASSERT_EQ(affine_gemv(a, st), cudaSuccess);
+    auto plain = download<Bf16>(y_plain, c.m * c.n);
+    std::vector<Bf16> want(plain.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      want[i] = __float2bfloat16(__bfloat162float(resid[i]) + __bfloat162float(plain[i]));
+    }
+    EXPECT_EQ(bits16(download<Bf16>(yr, c.m * c.n)), bits16(want));
+  }
+
+  if (c.m <= 4) {  // gated SiLU
+    DeviceBuffer gu = poisoned<Bf16>(static_cast<size_t>(c.m) * 2 * c.n);
+    ASSERT_EQ(affine_gemv(w2, dx.as<Bf16>(), c.k, c.m, gu.data(), 2 * c.n, false, sm_count(), st),
+              cudaSuccess);
+    DeviceBuffer act_ref = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+    ASSERT_EQ(gated_activation(GatedActivation::kSilu, gu.as<Bf16>(), 2 * c.n, gu.as<Bf16>() + c.n,
+                               2 * c.n, act_ref.as<Bf16>(), c.n, c.m, c.n, st),
+              cudaSuccess);
+    DeviceBuffer act = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+    a.w = w2;
+    a.y = act.data();
+    a.epilogue = GemvEpilogue::kGatedSilu;
+    a.pdl = pdl_ok;
+    ASSERT_EQ(affine_gemv(a, st), cudaSuccess);
+    auto got = from_bf16(download<Bf16>(act, c.m * c.n));
+    auto ref = from_bf16(download<Bf16>(act_ref, c.m * c.n));
+    EXPECT_LT(relative_error(got, std::vector<double>(ref.begin(), ref.end())), 8e-3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AffineFusedTest,
+                         ::testing::Values(FusedCase{4, 14336, 4096, 1},
+                                           FusedCase{4, 2048, 4096, 3}, FusedCase{8, 1000, 4160, 2},
+                                           FusedCase{4, 300, 14336, 6},
+                                           FusedCase{8, 4096, 1024, 4}));
+
+TEST_F(CudaTest, AffineFusedRejectsUnsupported) {
+  DeviceBuffer packed = poisoned<uint32_t>(64 * 1024 / 8);
+  DeviceBuffer sb = poisoned<Bf16>(64 * 16 * 2);
+  DeviceBuffer x = poisoned<Bf16>(8 * 1024);
+  DeviceBuffer y = poisoned<float>(8 * 64);
+  AffineGemvArgs a;
+  a.w.packed = packed.as<uint32_t>();
+  a.w.scales = sb.data();
+  a.w.biases = sb.as<Bf16>() + 64 * 16;
+  a.w.n = 64;
+  a.w.k = 1024;
+  a.x = x.as<Bf16>();
+  a.ldx = 1024;
+  a.y = y.data();
+  a.ldy = 64;
+  a.m = 1;
+  a.sm_count = 1;
+  EXPECT_TRUE(affine_gemv_supported(a));
+  a.m = 9;  // more rows than kAffineGemvMaxRows
+  EXPECT_FALSE(affine_gemv_supported(a));
+  a.m = 5;
+  a.epilogue = GemvEpilogue::kGatedSilu;  // gated: at most 4 rows
+  EXPECT_FALSE(affine_gemv_supported(a));
+  a.m = 1;
+  a.y_f32 = true;  // gated and residual-add outputs are bf16
+  EXPECT_FALSE(affine_gemv_supported(a));
+  a.epilogue = GemvEpilogue::kResidualAdd;
+  EXPECT_FALSE(affine_gemv_supported(a));
+  a.y_f32 = false;
+  a.ldx = 1020;  // rows must be 16-byte aligned
+  EXPECT_FALSE(affine_gemv_supported(a));
+  EXPECT_EQ(affine_gemv(a, ctx_->stream()), cudaErrorInvalidValue);
 }
 
 }  // namespace
