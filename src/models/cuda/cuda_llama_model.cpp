@@ -293,6 +293,7 @@ class CudaLlamaModel : public Model {
   // Validates the batch, uploads its step metadata (one copy from pinned memory), sizes the
   // scratch buffers and launches the step (graph replay for small steps); no host sync.
   Status launch(const ForwardBatch& batch);
+  Status launch_step(const ForwardBatch& batch);
 
   ModelConfig config_;
   std::unique_ptr<DeviceContext> ctx_;
@@ -313,6 +314,8 @@ class CudaLlamaModel : public Model {
   bool compiled_decode_ = true;
   int upload_threads_ = 0;
   std::future<void> host_release_;
+  int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
+  double launch_ms_ = 0;  // host time of the last launch()
   using GraphKey = std::tuple<int, int, int, int, int, std::size_t>;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -727,6 +730,13 @@ MetaLayout meta_layout(int n, int num_seqs, int ld_table, int rows, std::size_t 
 }
 
 Status CudaLlamaModel::launch(const ForwardBatch& batch) {
+  Stopwatch watch;
+  Status launched = launch_step(batch);
+  launch_ms_ = watch.elapsed_ms();
+  return launched;
+}
+
+Status CudaLlamaModel::launch_step(const ForwardBatch& batch) {
   HEARTH_RETURN_IF_ERROR(validate(batch));
   HEARTH_RETURN_IF_ERROR(ctx_->make_current());  // the engine steps on its own thread
   const ModelConfig& c = config_;
@@ -869,8 +879,15 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
     return invalid_argument_error("host logits span of {} floats, need {} x {}", host_logits.size(),
                                   host_rows, vocab);
   }
+  Stopwatch watch;
   HEARTH_RETURN_IF_ERROR(launch(batch));
   if (rows.empty()) return ctx_->synchronize();
+  if (steps_ == 0) {  // the first step pays for lazy kernel loading and first allocations
+    HEARTH_RETURN_IF_ERROR(ctx_->synchronize());
+    spdlog::debug("cuda model: first step ({} tokens) launched in {:.1f} ms, computed at {:.1f} ms",
+                  batch.tokens.size(), launch_ms_, watch.elapsed_ms());
+  }
+  ++steps_;
   // Host rows leave before the sampling kernels touch the logits (same stream, in order).
   std::size_t out = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
