@@ -944,7 +944,8 @@ std::vector<std::pair<const char*, std::size_t>> weight_ranges(const LlamaWeight
 
 // Touches one byte per page of `ranges` on several threads until done or `stop`: maps the
 // page-cache pages of the shards while the CUDA context is being created, so the upload's
-// copies find them mapped.
+// copies find them mapped. (On the H200 VM faulting a warm file in was measured nearly free,
+// 3 GiB in 10 ms with large page-cache folios; kernels that map 4 KiB pages pay more.)
 class Prefault {
  public:
   Prefault(std::vector<std::pair<const char*, std::size_t>> ranges, int threads)
