@@ -522,43 +522,46 @@ __global__ void affine_dequantize_kernel(AffineQuantWeight w, __nv_bfloat16* out
   }
 }
 
-// One 16-byte packed chunk per thread, 16-byte streaming stores (out 16-byte aligned,
-// ld_out % 8 == 0); the same arithmetic, so the same bits, as the scalar kernel.
+// Eight output values (16 bytes of bf16) per thread: one packed word at 4 bits, two at 8;
+// a warp's loads and its 16-byte streaming stores are both contiguous (out 16-byte aligned,
+// ld_out % 8 == 0). The same arithmetic, so the same bits, as the scalar kernel.
 template <int kBits, typename ScaleT>
 __global__ void affine_dequantize_chunk_kernel(AffineQuantWeight w, __nv_bfloat16* out,
                                                int64_t ld_out) {
-  using C = Chunk<kBits>;
+  constexpr int kWords = kBits / 4;  // packed words per 8 values
   constexpr int kPerWord = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1;
-  const int chunks = w.k / C::kValues;
+  const int pieces = w.k / 8;  // per row
   const int groups = w.k / w.group_size;
-  const int64_t total = static_cast<int64_t>(chunks) * w.n;
+  const int64_t total = static_cast<int64_t>(pieces) * w.n;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t n = idx / chunks;
-    const int c = static_cast<int>(idx - n * chunks);
-    const uint4 p = load_stream(reinterpret_cast<const uint4*>(w.packed) + idx);
-    const int g = c * C::kValues / w.group_size;
+    const int64_t n = idx / pieces;
+    const int col = static_cast<int>(idx - n * pieces) * 8;
+    uint32_t words[kWords];
+    if constexpr (kWords == 1) {
+      words[0] = __ldcs(w.packed + idx);
+    } else {
+      const uint2 v = __ldcs(reinterpret_cast<const uint2*>(w.packed) + idx);
+      words[0] = v.x;
+      words[1] = v.y;
+    }
+    const int g = col / w.group_size;
     const float s = to_float(static_cast<const ScaleT*>(w.scales)[n * groups + g]);
     const float b = to_float(static_cast<const ScaleT*>(w.biases)[n * groups + g]);
-    const uint32_t words[4] = {p.x, p.y, p.z, p.w};
-    uint4* dst = reinterpret_cast<uint4*>(out + n * ld_out + static_cast<int64_t>(c) * C::kValues);
+    uint32_t o[4];
 #pragma unroll
-    for (int i = 0; i < C::kValues / 8; ++i) {
-      uint32_t o[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int v0 = i * 8 + 2 * j;
-        const int v1 = v0 + 1;
-        const float f0 =
-            s * static_cast<float>((words[v0 / kPerWord] >> (kBits * (v0 % kPerWord))) & kMask) + b;
-        const float f1 =
-            s * static_cast<float>((words[v1 / kPerWord] >> (kBits * (v1 % kPerWord))) & kMask) + b;
-        const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
-        o[j] = *reinterpret_cast<const uint32_t*>(&h);
-      }
-      __stcs(dst + i, make_uint4(o[0], o[1], o[2], o[3]));
+    for (int j = 0; j < 4; ++j) {
+      const int v0 = 2 * j;
+      const int v1 = v0 + 1;
+      const float f0 =
+          s * static_cast<float>((words[v0 / kPerWord] >> (kBits * (v0 % kPerWord))) & kMask) + b;
+      const float f1 =
+          s * static_cast<float>((words[v1 / kPerWord] >> (kBits * (v1 % kPerWord))) & kMask) + b;
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
+      o[j] = *reinterpret_cast<const uint32_t*>(&h);
     }
+    __stcs(reinterpret_cast<uint4*>(out + n * ld_out + col), make_uint4(o[0], o[1], o[2], o[3]));
   }
 }
 
@@ -773,8 +776,8 @@ cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, in
   const bool chunked = ld_out % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(w.packed) % 16 == 0;
   if (chunked) {
-    const int64_t chunks = static_cast<int64_t>(w.n) * (w.k * w.bits / 128);
-    const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 65536));
+    const int64_t pieces = static_cast<int64_t>(w.n) * (w.k / 8);
+    const int blocks = static_cast<int>(std::min<int64_t>((pieces + 255) / 256, 65536));
     if (w.bits == 4) {
       if (w.f16_scales) {
         affine_dequantize_chunk_kernel<4, __half><<<blocks, 256, 0, stream>>>(w, out, ld_out);
