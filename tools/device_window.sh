@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One GPU-machine call that runs everything a measurement window needs, from the bundles
+# built here (tools/bench_gpu.sh bundle, tools/bench_cpu.sh bundle; carry .carry/gpu.tar.xz
+# and .carry/cpu.tar.xz): the gpu gtests, the dev/cuda labs, the 8B product benchmarks (bf16
+# and a 4-bit conversion) and the CPU benchmark, each step under its own time limit, logs in
+# $OUT/window.tgz (the device returns at most 8 files). Usage: tools/device_window.sh [tests] [labs] [product] [product4] [cpu]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+final=${OUT:-/tmp}
+out=/tmp/window-logs
+rm -rf "$out" && mkdir -p "$out"
+export OUT=$out
+export PYTHONUNBUFFERED=1
+# The gtests find fixtures through the source path compiled in (the lead's build worktree).
+tar -C .carry -xJf .carry/gpu.tar.xz 2>/dev/null
+src_dir=$(strings .carry/gpu/hearth_kernels_cuda_tests 2>/dev/null | grep -m1 -E '^/work/[a-z_-]+$')
+if [[ -n "$src_dir" && ! -e "$src_dir" ]]; then mkdir -p "$(dirname "$src_dir")" && ln -s "$PWD" "$src_dir"; fi
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests labs product product4 cpu)
+want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
+if want product || want product4; then
+  python3 dev/cuda/make_llama8b.py /tmp/llama8b > "$out/make_model.log" 2>&1 &
+  maker=$!
+fi
+if want tests; then
+  cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+  LD_LIBRARY_PATH="$PWD/.carry/gpu/lib:/usr/local/cuda/lib64:${cublas_dir}" timeout 180 \
+    .carry/gpu/hearth_kernels_cuda_tests --gtest_brief=1 > "$out/tests.log" 2>&1
+  echo "tests rc=$?" | tee -a "$out/tests.log"
+  grep -E "PASSED|FAILED" "$out/tests.log" | head -20
+fi
+want labs && { timeout 300 bash tools/bench_gpu.sh labs > /dev/null 2>&1; grep "rc=" "$out/labs.log"; }
+if want product || want product4; then
+  wait "$maker"
+  tail -1 "$out/make_model.log"
+fi
+want product && { timeout 300 bash tools/bench_gpu.sh product > /dev/null 2>&1; echo "product rc=$?"; }
+want product4 && { timeout 200 bash tools/bench_gpu.sh product4 > /dev/null 2>&1; echo "product4 rc=$?"; }
+if want cpu; then
+  rm -rf /tmp/llama8b /tmp/llama8b-q4  # the CPU run needs the page cache and disk, not these
+  mkdir -p "$out/cpu"
+  OUT=$out/cpu DEADLINE=150 STEP_TIMEOUT=60 timeout 240 bash tools/bench_cpu.sh run \
+    > "$out/cpu/console.log" 2>&1
+  echo "cpu rc=$?"
+fi
+tar -C "$(dirname "$out")" -czf "$final/window.tgz" "$(basename "$out")"
+ls -R "$out" | head -40
