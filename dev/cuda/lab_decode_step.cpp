@@ -507,45 +507,57 @@ void rows_sweep(Lab& lab, double copy_bw) {
   DeviceBuffer y = lab.raw(size_t(8) * 28672 * 2);
   double layer_bytes = 0;
   for (auto& sh : shapes) layer_bytes += 2.0 * sh[0] * sh[1];
+  static const char* kNames[4] = {"qkv", "o", "gate_up", "down"};
   for (int m : {1, 2, 3, 4, 8}) {
-    double gemv_us = 0;
-    if (m <= kGemvMaxRows) {
-      double ms = lab.graph_ms([&] {
-        for (int i = 0; i < copies; ++i) {
-          for (int s = 0; s < 4; ++s) {
-            GemvArgs a;
-            a.x = x.as<Bf16>();
-            a.ldx = shapes[s][1];
+    // Per shape, chains of one shape (the GEMV where it takes the shape: x must fit 48 KB
+    // of shared memory), then summed over the layer.
+    double gemv_layer = 0, lt_layer = 0;
+    bool gemv_all = true;
+    std::printf("  m=%d:", m);
+    for (int s = 0; s < 4; ++s) {
+      GemvArgs a;
+      a.x = x.as<Bf16>();
+      a.ldx = shapes[s][1];
+      a.ldw = shapes[s][1];
+      a.w = ws[s][0].as<Bf16>();
+      a.y = y.data();
+      a.ldy = shapes[s][0];
+      a.m = m;
+      a.n = shapes[s][0];
+      a.k = shapes[s][1];
+      a.sm_count = lab.sms();
+      a.pdl = true;
+      double gemv_us = -1;
+      if (m <= kGemvMaxRows && gemv_bf16_supported(a)) {
+        gemv_us = lab.graph_ms([&] {
+          for (int i = 0; i < copies; ++i) {
             a.w = ws[s][i].as<Bf16>();
-            a.ldw = shapes[s][1];
-            a.y = y.data();
-            a.ldy = shapes[s][0];
-            a.m = m;
-            a.n = shapes[s][0];
-            a.k = shapes[s][1];
-            a.sm_count = lab.sms();
-            a.pdl = true;
             CK(gemv_bf16(a, lab.st()));
           }
-        }
-      });
-      gemv_us = ms * 1e3 / copies;
-    }
-    std::vector<std::unique_ptr<Lt>> lts;
-    for (auto& sh : shapes) lts.push_back(std::make_unique<Lt>(lab.ctx, m, sh[0], sh[1]));
-    double ms = lab.graph_ms([&] {
-      for (int i = 0; i < copies; ++i) {
-        for (int s = 0; s < 4; ++s) lts[s]->run(x.as<Bf16>(), ws[s][i].as<Bf16>(), y.as<Bf16>());
+        }) * 1e3 / copies;
+        gemv_layer += gemv_us;
+      } else {
+        gemv_all = false;
       }
-    });
-    double lt_us = ms * 1e3 / copies;
-    std::printf(
-        "  m=%d  per layer: GEMV (auto split, PDL) %s us   cuBLASLt %.1f us (%.0f%% of copy)", m,
-        m <= kGemvMaxRows ? std::to_string(gemv_us).substr(0, 6).c_str() : "  -  ", lt_us,
-        100 * layer_bytes / (lt_us * 1e-6) / copy_bw);
-    if (m <= kGemvMaxRows) {
-      std::printf("  -> %s faster (x%.2f)", gemv_us < lt_us ? "GEMV" : "cuBLASLt",
-                  std::max(gemv_us, lt_us) / std::min(gemv_us, lt_us));
+      Lt lt(lab.ctx, m, shapes[s][0], shapes[s][1]);
+      double lt_us = lab.graph_ms([&] {
+        for (int i = 0; i < copies; ++i) {
+          lt.run(x.as<Bf16>(), ws[s][i].as<Bf16>(), y.as<Bf16>());
+        }
+      }) * 1e3 / copies;
+      lt_layer += lt_us;
+      if (gemv_us >= 0) {
+        std::printf("  %s GEMV %.1f / Lt %.1f us", kNames[s], gemv_us, lt_us);
+      } else {
+        std::printf("  %s GEMV n/a / Lt %.1f us", kNames[s], lt_us);
+      }
+    }
+    std::printf("\n        per layer: cuBLASLt %.1f us (%.0f%% of copy)", lt_layer,
+                100 * layer_bytes / (lt_layer * 1e-6) / copy_bw);
+    if (gemv_all) {
+      std::printf(", GEMV %.1f us -> %s faster (x%.2f)", gemv_layer,
+                  gemv_layer < lt_layer ? "GEMV" : "cuBLASLt",
+                  std::max(gemv_layer, lt_layer) / std::min(gemv_layer, lt_layer));
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -567,9 +579,9 @@ int run() {
   shape_chain(lab, "gate+SiLU", 14336, 4096, GemvEpilogue::kGatedSilu, false, copy_bw);
   shape_chain(lab, "down", 4096, 14336, GemvEpilogue::kStore, false, copy_bw);
   shape_chain(lab, "lm_head", 128256, 4096, GemvEpilogue::kStore, true, copy_bw);
+  decode_step(lab, copy_bw);
   std::printf("rows sweep (kGemvRoutedMaxRows = %d):\n", kGemvRoutedMaxRows);
   rows_sweep(lab, copy_bw);
-  decode_step(lab, copy_bw);
   return 0;
 }
 
