@@ -3,7 +3,7 @@
 # built here (tools/bench_gpu.sh bundle, tools/bench_cpu.sh bundle; carry .carry/gpu.tar.xz
 # and .carry/cpu.tar.xz): the gpu gtests, the dev/cuda labs, the 8B product benchmarks (bf16
 # and a 4-bit conversion) and the CPU benchmark, each step under its own time limit, logs in
-# $OUT/window.tgz (the device returns at most 8 files). Usage: tools/device_window.sh [tests] [labs] [product] [product4] [cpu]
+# $OUT/window.tgz (the device returns at most 8 files). Usage: tools/device_window.sh [tests] [labs] [product] [nsys] [product4] [cpu]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 final=${OUT:-/tmp}
@@ -18,7 +18,7 @@ if [[ -n "$src_dir" && ! -e "$src_dir" ]]; then mkdir -p "$(dirname "$src_dir")"
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests labs product product4 cpu)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
-if want product || want product4; then
+if want product || want product4 || want nsys; then
   python3 dev/cuda/make_llama8b.py /tmp/llama8b > "$out/make_model.log" 2>&1 &
   maker=$!
 fi
@@ -30,11 +30,25 @@ if want tests; then
   grep -E "PASSED|FAILED" "$out/tests.log" | head -20
 fi
 want labs && { timeout 300 bash tools/bench_gpu.sh labs > /dev/null 2>&1; grep "rc=" "$out/labs.log"; }
-if want product || want product4; then
+if want product || want product4 || want nsys; then
   wait "$maker"
   tail -1 "$out/make_model.log"
 fi
 want product && { timeout 300 bash tools/bench_gpu.sh product > /dev/null 2>&1; echo "product rc=$?"; }
+# A profile of the 64-concurrent engine benchmark (kernel and API summaries), where nsys exists.
+if want nsys; then
+  nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [[ -n "$nsys_bin" ]]; then
+    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+    LD_LIBRARY_PATH="$PWD/.carry/gpu/lib:/usr/local/cuda/lib64:${cublas_dir}" timeout 240 \
+      "$nsys_bin" profile -o /tmp/engine64 --force-overwrite true --stats=true \
+      .carry/gpu/hearth benchmark /tmp/llama8b --device cuda --prompt-tokens 128 --tokens 128 \
+      --runs 1 --concurrency 64 > "$out/nsys.log" 2>&1
+    echo "nsys rc=$?"
+  else
+    echo "no nsys on this machine" | tee "$out/nsys.log"
+  fi
+fi
 want product4 && { timeout 200 bash tools/bench_gpu.sh product4 > /dev/null 2>&1; echo "product4 rc=$?"; }
 if want cpu; then
   rm -rf /tmp/llama8b /tmp/llama8b-q4  # the CPU run needs the page cache and disk, not these
