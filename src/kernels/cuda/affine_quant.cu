@@ -8,7 +8,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/common.cuh"
@@ -23,21 +22,8 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kUnroll = 4;                         // 16-byte weight loads in flight per lane
 constexpr size_t kMaxGemvSmem = size_t{96} << 10;  // x rows per launch are capped to fit
 
-constexpr int kStreamStages = 8;  // cp.async ring depth of the streamed kernel, per warp
-
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-// Element `odd` of a pair of 16-bit scales loaded as one 32-bit word.
-template <typename ScaleT>
-__device__ __forceinline__ float pair_half(uint32_t pair, bool odd) {
-  const uint16_t bits = static_cast<uint16_t>(odd ? pair >> 16 : pair & 0xFFFFu);
-  if constexpr (sizeof(ScaleT) == 2 && std::is_same_v<ScaleT, __half>) {
-    return __half2float(__ushort_as_half(bits));
-  } else {
-    return __uint_as_float(static_cast<uint32_t>(bits) << 16);
-  }
-}
 
 // A chunk is one 16-byte word of packed weights: 32 values at 4 bits, 16 at 8 bits. Its x
 // values live in kSlots 16-byte slots of half pairs, in the order the unpacking makes them.
@@ -370,110 +356,6 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm<kRows, kPair, kPreload
   }
 }
 
-// Read-once 16 / 4 bytes straight into shared memory (sm_80+ cp.async), in groups.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
-// The one-row decode GEMV (m = 1, no gated pair): each warp streams its rows through a ring
-// of kStages stages in shared memory that cp.async fills — per lane and stage 16 bytes of
-// weights and the 4-byte scale and bias pairs holding the chunk's group — so loads stay in
-// flight while the warp computes and no registers hold them. The first kStages stages go
-// out before the wait on the previous kernel and the staging of x. Needs an even number of
-// groups per row (4-byte aligned scale pairs).
-template <int kBits, typename ScaleT, typename OutT>
-__global__ void __launch_bounds__(kThreads, 4) affine_gemv_streamed_kernel(const AffineGemvArgs a) {
-  using C = Chunk<kBits>;
-  extern __shared__ uint4 smem[];
-  __shared__ float scratch[32];
-  __shared__ float inv_rms[1];
-  const AffineQuantWeight& w = a.w;
-  const int chunks = w.k / C::kValues;
-  const int groups = w.k / w.group_size;
-  const int shift = __ffs(w.group_size / C::kValues) - 1;
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int per_row = (chunks + 31) / 32;  // stages per row
-  const int row_step = gridDim.x * kWarpsPerBlock;
-  const int row0 = blockIdx.x * kWarpsPerBlock + warp;
-  uint4* ring_w = smem;  // [warps][stages][32]
-  uint32_t* ring_s = reinterpret_cast<uint32_t*>(ring_w + kWarpsPerBlock * kStreamStages * 32);
-  uint32_t* ring_b = ring_s + kWarpsPerBlock * kStreamStages * 32;
-  uint4* slots = reinterpret_cast<uint4*>(ring_b + kWarpsPerBlock * kStreamStages * 32);
-  float2* stats = reinterpret_cast<float2*>(slots + C::kSlots * chunks);
-  const uint4* packed = reinterpret_cast<const uint4*>(w.packed);
-  const uint16_t* scales = static_cast<const uint16_t*>(w.scales);
-  const uint16_t* biases = static_cast<const uint16_t*>(w.biases);
-
-  // Stage t of this warp: row row0 + (t / per_row) * row_step, chunk lane + 32 (t % per_row).
-  auto issue = [&](int t) {
-    const int ri = t / per_row;
-    const int c = lane + 32 * (t - ri * per_row);
-    const int row = row0 + ri * row_step;
-    if (row < w.n && c < chunks) {
-      const int slot = (warp * kStreamStages + t % kStreamStages) * 32 + lane;
-      cp_async16(ring_w + slot, packed + static_cast<int64_t>(row) * chunks + c);
-      const int64_t pair = static_cast<int64_t>(row) * groups + ((c >> shift) & ~1);
-      cp_async4(ring_s + slot, scales + pair);
-      cp_async4(ring_b + slot, biases + pair);
-    }
-    cp_async_commit();  // empty groups keep the count uniform
-  };
-#pragma unroll
-  for (int t = 0; t < kStreamStages; ++t) issue(t);
-
-  detail::grid_dependency_wait();
-  if (a.norm_weight != nullptr) inverse_rms<1>(a.x, a.ldx, w.k, a.norm_eps, inv_rms, scratch);
-  stage_x<kBits>(a.x, a.ldx, 1, chunks, a.norm_weight, a.norm_offset, inv_rms, slots, stats);
-  __syncthreads();
-  detail::launch_dependents();
-
-  float acc = 0.0f;
-  for (int t = 0;; ++t) {
-    const int ri = t / per_row;
-    const int i = t - ri * per_row;
-    const int row = row0 + ri * row_step;
-    if (row >= w.n) break;  // uniform per warp
-    cp_async_wait<kStreamStages - 1>();
-    const int c = lane + 32 * i;
-    if (c < chunks) {
-      const int slot = (warp * kStreamStages + t % kStreamStages) * 32 + lane;
-      const uint4 p = ring_w[slot];
-      const uint32_t sp = ring_s[slot];
-      const uint32_t bp = ring_b[slot];
-      const bool odd = (c >> shift) & 1;
-      const float sv = pair_half<ScaleT>(sp, odd);
-      const float bv = pair_half<ScaleT>(bp, odd);
-      const float dot = chunk_dot<kBits>(p, slots + c, chunks);
-      const float2 st = stats[c];
-      acc = fmaf(sv * st.x, dot, fmaf(bv, st.y, acc));
-    }
-    issue(t + kStreamStages);  // refills the stage just read (its values are in registers)
-    if (i == per_row - 1) {
-      acc = detail::warp_sum(acc);
-      if (lane == 0) store_output<OutT>(a, 0, row, acc, acc);
-      acc = 0.0f;
-    }
-  }
-  cp_async_wait<0>();
-}
-
 template <int kBits, typename ScaleT>
 __global__ void affine_embedding_kernel(AffineQuantWeight w, const int32_t* ids, float scale,
                                         __nv_bfloat16* out, int64_t ld_out) {
@@ -637,29 +519,6 @@ cudaError_t dispatch_rows(const AffineGemvArgs& a, int rows, cudaStream_t stream
 
 // x rows in batches small enough for the staged x to fit in shared memory (one launch for
 // every decode shape; more only for many rows of a very wide k).
-// The streamed kernel's shared memory: the ring, then one staged x row.
-template <int kBits>
-size_t streamed_smem(int k) {
-  return size_t{kWarpsPerBlock} * kStreamStages * 32 * (16 + 4 + 4) +
-         static_cast<size_t>(k / Chunk<kBits>::kValues) * Chunk<kBits>::kSmemPerRow;
-}
-
-template <int kBits, typename ScaleT, typename OutT>
-cudaError_t launch_streamed(const AffineGemvArgs& a, int smem_per_sm, cudaStream_t stream) {
-  const size_t smem = streamed_smem<kBits>(a.w.k);
-  auto* kernel = affine_gemv_streamed_kernel<kBits, ScaleT, OutT>;
-  if (smem > 48 * 1024) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-  }
-  // Blocks per SM as shared memory allows (1 KB reserved per block), at most 4.
-  const int per_sm = std::clamp(smem_per_sm / static_cast<int>(smem + 2048), 1, 4);
-  const int grid =
-      std::min(detail::ceil_div(a.w.n, kWarpsPerBlock), std::max(1, a.sm_count) * per_sm);
-  return detail::launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, a.pdl, a);
-}
-
 template <int kBits, typename ScaleT, typename OutT>
 cudaError_t launch_gemv(const AffineGemvArgs& args, cudaStream_t stream) {
   const size_t per_row =
@@ -671,16 +530,6 @@ cudaError_t launch_gemv(const AffineGemvArgs& args, cudaStream_t stream) {
     err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   }
   if (err != cudaSuccess) return err;
-  const int groups = args.w.k / args.w.group_size;
-  if (args.m == 1 && !gated(args.epilogue) && groups % 2 == 0 &&
-      reinterpret_cast<uintptr_t>(args.w.scales) % 4 == 0 &&
-      reinterpret_cast<uintptr_t>(args.w.biases) % 4 == 0 &&
-      streamed_smem<kBits>(args.w.k) + 1024 <= static_cast<size_t>(optin)) {
-    int per_sm = 0;
-    err = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-    if (err != cudaSuccess) return err;
-    return launch_streamed<kBits, ScaleT, OutT>(args, per_sm, stream);
-  }
   const size_t limit = std::min(kMaxGemvSmem, static_cast<size_t>(std::max(optin, 2048)) - 1024);
   const int batch = static_cast<int>(std::min<size_t>(args.m, limit / per_row));
   if (batch < 1) return cudaErrorInvalidValue;  // k too wide for one staged x row
