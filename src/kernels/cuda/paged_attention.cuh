@@ -20,7 +20,7 @@ struct PagedAttentionArgs {
   const __nv_bfloat16* v_cache = nullptr;  // [slots, kv_heads, head_dim]
   const int32_t* block_tables = nullptr;   // [seqs, ld_block_tables] block ids
   int64_t ld_block_tables = 0;
-  const int32_t* query_start = nullptr;  // [seqs + 1] first query token; [seqs] = tokens
+  const int32_t* query_start = nullptr;  // [seqs + 1] first token ([seqs] = tokens); >= 1 each
   const int32_t* kv_lens = nullptr;      // [seqs] keys in cache incl. this step's tokens
   __nv_bfloat16* out = nullptr;          // [tokens, q_heads * head_dim]
   int64_t ld_out = 0;
