@@ -2,8 +2,6 @@
 // terms, Yc[n, m] = Wc[k, n]ᵀ · Xc[k, m]: A = w (transposed), B = x, C = D = y.
 #include "kernels/cuda/gemm_bf16.h"
 
-#include <algorithm>
-
 #include "kernels/cuda/gemv_bf16.cuh"
 
 namespace hearth::cuda {
@@ -17,51 +15,7 @@ GemmBf16::~GemmBf16() {
   }
 }
 
-Result<int> GemmBf16::fastest(const Plan& plan, const cublasLtMatmulHeuristicResult_t* algos,
-                              int count, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y) {
-  cudaStream_t st = ctx_->stream();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  HEARTH_RETURN_IF_ERROR(cuda_status(cudaEventCreate(&start), "GEMM tuning event"));
-  Status made = cuda_status(cudaEventCreate(&stop), "GEMM tuning event");
-  if (!made.ok()) {
-    cudaEventDestroy(start);
-    return made;
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  auto matmul = [&](int i) {
-    return cublasLtMatmul(ctx_->cublaslt(), plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
-                          plan.c, y, plan.c, &algos[i].algo, ctx_->workspace(),
-                          ctx_->workspace_size(), st);
-  };
-  int best = 0;
-  float best_ms = 0;
-  Status status;
-  for (int i = 0; i < count && status.ok(); ++i) {
-    if (matmul(i) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a refused candidate is skipped
-    float ms = 1e30f;
-    for (int rep = 0; rep < 2 && status.ok(); ++rep) {
-      cudaEventRecord(start, st);
-      matmul(i);
-      cudaEventRecord(stop, st);
-      status = cuda_status(cudaEventSynchronize(stop), "timing GEMM candidates");
-      float t = 0;
-      cudaEventElapsedTime(&t, start, stop);
-      ms = std::min(ms, t);
-    }
-    // Another candidate must beat the first pick by 3 % to replace it (noise never does).
-    if (i == 0 || ms < best_ms * (best == 0 ? 0.97f : 1.0f)) {
-      best = i;
-      best_ms = ms;
-    }
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  HEARTH_RETURN_IF_ERROR(status);
-  return best;
-}
-
-Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s, const __nv_bfloat16* x,
-                                                 const __nv_bfloat16* w, void* y) {
+Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
   Key key{s.m, s.n, s.k, s.ldx, s.ldw, s.ldy, static_cast<int>(s.out), s.accumulate};
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
@@ -92,16 +46,10 @@ Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s, const __nv_
   size_t workspace = ctx_->workspace_size();
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof(workspace));
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  cudaStreamIsCapturing(ctx_->stream(), &capturing);
-  const bool tune = s.m >= kTuneMinRows && s.m <= kTuneMaxRows && !s.accumulate &&
-                    int64_t{s.n} * s.k >= kTuneMinWeights &&
-                    capturing == cudaStreamCaptureStatusNone;
-  cublasLtMatmulHeuristicResult_t heuristic[kTuneCandidates]{};
+  cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  cublasStatus_t err =
-      cublasLtMatmulAlgoGetHeuristic(ctx_->cublaslt(), plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                     pref, tune ? kTuneCandidates : 1, heuristic, &found);
+  cublasStatus_t err = cublasLtMatmulAlgoGetHeuristic(ctx_->cublaslt(), plan.desc, plan.a, plan.b,
+                                                      plan.c, plan.c, pref, 1, &heuristic, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (err != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(plan.a);
@@ -111,19 +59,7 @@ Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s, const __nv_
     return unsupported_error("cuBLASLt has no bf16 GEMM for m={} n={} k={} (ld {} {} {})", s.m, s.n,
                              s.k, s.ldx, s.ldw, s.ldy);
   }
-  int pick = 0;
-  if (tune && found > 1) {
-    auto fast = fastest(plan, heuristic, found, x, w, y);
-    if (!fast.ok()) {
-      cublasLtMatrixLayoutDestroy(plan.a);
-      cublasLtMatrixLayoutDestroy(plan.b);
-      cublasLtMatrixLayoutDestroy(plan.c);
-      cublasLtMatmulDescDestroy(plan.desc);
-      return fast.status();
-    }
-    pick = *fast;
-  }
-  plan.algo = heuristic[pick].algo;
+  plan.algo = heuristic.algo;
   return &plans_.emplace(key, plan).first->second;
 }
 
@@ -138,7 +74,7 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
                   ctx_->properties().multiProcessorCount, ctx_->stream()),
         "bf16 GEMV");
   }
-  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s, x, w, y));
+  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s));
   float alpha = 1.0f;
   float beta = s.accumulate ? 1.0f : 0.0f;
   return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, x, plan->b,

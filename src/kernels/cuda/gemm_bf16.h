@@ -1,13 +1,7 @@
 // bf16 GEMM through cuBLASLt with f32 accumulation, in the layout of a torch Linear:
-// y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + an algorithm) are
-// cached per shape, so a decode step pays no planning cost. For batched-decode shapes (large
-// weights, kTuneMinRows <= m <= kTuneMaxRows) the plan's algorithm is the fastest of the
-// heuristic's first kTuneCandidates, timed once on the first eager call of that shape (the
-// first pick was 4-5 % slower per 8B layer than the best of its top 8 at m = 16-128, W2 lab);
-// other shapes, and a shape first met inside a stream capture, keep the first pick. A plan
-// never changes once made, so graph replays and eager calls of a shape run the same kernel;
-// two GemmBf16 objects may pick different algorithms for a tuned shape (outputs then differ
-// by summation order only). Small m (decode) goes to gemv_bf16 instead.
+// y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + the heuristic's
+// algorithm) are cached per shape, so a decode step pays no planning cost. Small m (decode)
+// goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
 #pragma once
 
 #include <cublasLt.h>
@@ -37,13 +31,6 @@ struct GemmShape {
 
 class GemmBf16 {
  public:
-  // Below 9 rows a step is a short prompt more often than a decode batch: its first step
-  // (start to first token) should not wait for the timing runs.
-  static constexpr int kTuneMinRows = 9;
-  static constexpr int kTuneMaxRows = 384;
-  static constexpr int kTuneCandidates = 6;
-  static constexpr int64_t kTuneMinWeights = int64_t{8} << 20;  // n * k: 16 MB of bf16
-
   explicit GemmBf16(DeviceContext& ctx) : ctx_(&ctx) {}
   ~GemmBf16();
   GemmBf16(const GemmBf16&) = delete;
@@ -62,13 +49,7 @@ class GemmBf16 {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, bool>;
-  // The cached plan of `shape`, made on first use (timing candidates on these operands when
-  // the shape is tuned and the stream is not capturing).
-  Result<const Plan*> plan_for(const GemmShape& shape, const __nv_bfloat16* x,
-                               const __nv_bfloat16* w, void* y);
-  // Index of the fastest of `algos` on these operands (each run twice after a warm-up).
-  Result<int> fastest(const Plan& plan, const cublasLtMatmulHeuristicResult_t* algos, int count,
-                      const __nv_bfloat16* x, const __nv_bfloat16* w, void* y);
+  Result<const Plan*> plan_for(const GemmShape& shape);
 
   DeviceContext* ctx_;
   std::map<Key, Plan> plans_;
