@@ -10,6 +10,9 @@
 #       convert it with `hearth convert`, run `hearth benchmark --device cpu`; logs to $OUT.
 #       The 8/4-bit runs pass --cpu-int8-dot $CPU_INT8_DOT (default on: int8 activations x
 #       quantized weights on VNNI); CPU_INT8_DOT=both runs each of them off, then on.
+#       The bf16 runs go first, each with --cpu-bf16-dot on then off (CPU_BF16_DOT=on|off runs
+#       one); before them, fixture perplexity with it off and on (the AMX / AVX512-BF16
+#       kernels' correctness check on this CPU: the mean NLLs must agree to ~1e-3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=.carry/cpu
@@ -71,13 +74,24 @@ EOF
       h "$hearth" convert "$dir" --mlx-path "$dir-q$bits" -q --q-bits "$bits" --q-group-size 64 \
         --force 2>&1 | tee -a "$log"
     done
+    for b in off on; do
+      echo "== perplexity fixture --cpu-bf16-dot $b" | tee -a "$log"
+      h "$hearth" perplexity tests/fixtures/models/llama-bf16 --data README.md \
+        --sequence-length 128 --num-samples 8 --threads 2 --cpu-bf16-dot "$b" 2>&1 |
+        grep -E 'perplexity|levers' | tee -a "$log"
+    done
     # (a) 2 cores pinned, pp128 / tg32; (b) 16 threads, pp512 / tg64. 2 timed runs each.
     dot=${CPU_INT8_DOT:-on}
     [[ $dot == both ]] && dots=(off on) || dots=("$dot")
     runs=()
-    for variant in -q8 -q4 ""; do  # quantized first: the deadline cuts bf16
+    bdot=${CPU_BF16_DOT:-both}
+    [[ $bdot == both ]] && bdots=(on off) || bdots=("$bdot")
+    for variant in "" -q8 -q4; do  # bf16 first (the one still under llama.cpp)
       for mode in a b; do
-        if [[ -z $variant ]]; then runs+=("- $mode -"); continue; fi  # bf16: no flag
+        if [[ -z $variant ]]; then
+          for d in "${bdots[@]}"; do runs+=("- $mode bf16:$d"); done
+          continue
+        fi
         for d in "${dots[@]}"; do runs+=("$variant $mode $d"); done
       done
     done
@@ -91,7 +105,11 @@ EOF
         cmd=("$hearth" benchmark "$dir$variant" --device cpu --threads 16
           --prompt-tokens 512 --tokens 64 --runs 2 --json)
       fi
-      [[ $d != - ]] && cmd+=(--cpu-int8-dot "$d")
+      if [[ $d == bf16:* ]]; then
+        cmd+=(--cpu-bf16-dot "${d#bf16:}")
+      else
+        cmd+=(--cpu-int8-dot "$d")
+      fi
       if (( SECONDS + 30 > ${DEADLINE:-100000} )); then
         echo "== skipped (deadline): ${cmd[*]}" | tee -a "$log"
         continue

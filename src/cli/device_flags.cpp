@@ -25,6 +25,16 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   add_cpu_int8_dot_flag(cmd, args.cpu_int8_dot);
+  add_cpu_bf16_dot_flag(cmd, args.cpu_bf16_dot);
+}
+
+void add_cpu_bf16_dot_flag(CLI::App* cmd, std::string& value) {
+  cmd->add_option("--cpu-bf16-dot", value,
+                  "CPU, bf16 models: in prefill, round activations to bf16 and multiply with "
+                  "AVX512-BF16 dot products (ignored without it). Faster; outputs differ "
+                  "slightly from f32 compute")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 void add_cpu_int8_dot_flag(CLI::App* cmd, std::string& value) {
@@ -61,6 +71,10 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
     return invalid_argument_error("--cpu-int8-dot must be on or off, got '{}'", args.cpu_int8_dot);
   }
   options.cpu_int8_dot = args.cpu_int8_dot == "on";
+  if (args.cpu_bf16_dot != "on" && args.cpu_bf16_dot != "off") {
+    return invalid_argument_error("--cpu-bf16-dot must be on or off, got '{}'", args.cpu_bf16_dot);
+  }
+  options.cpu_bf16_dot = args.cpu_bf16_dot == "on";
   if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
     return invalid_argument_error("--memory-budget must be a finite number >= 0");
   }

@@ -14,20 +14,26 @@ namespace hearth::cli {
 
 // --cpu-int8-dot's default (on | off): int8 activations x quantized weights on CPU.
 inline constexpr const char* kCpuInt8DotDefault = "on";
+// --cpu-bf16-dot's default (on | off): bf16 activations x bf16 weights in CPU prefill.
+inline constexpr const char* kCpuBf16DotDefault = "off";
 
 struct DeviceArgs {
   std::string device = "auto";                    // auto | cuda | cpu
   std::string compiled_decode = "on";             // on | off
   double memory_budget_gb = 0;                    // decimal GB; 0 = no cap
   std::string cpu_int8_dot = kCpuInt8DotDefault;  // on | off
+  std::string cpu_bf16_dot = kCpuBf16DotDefault;  // on | off
 };
 
-// Adds --device, --compiled-decode, --memory-budget and --cpu-int8-dot to `cmd`, bound to
-// `args`.
+// Adds --device, --compiled-decode, --memory-budget, --cpu-int8-dot and --cpu-bf16-dot to
+// `cmd`, bound to `args`.
 void add_device_flags(CLI::App* cmd, DeviceArgs& args);
 
 // Adds --cpu-int8-dot on|off to `cmd` (verbs that run on CPU only use it alone).
 void add_cpu_int8_dot_flag(CLI::App* cmd, std::string& value);
+
+// Adds --cpu-bf16-dot on|off to `cmd`.
+void add_cpu_bf16_dot_flag(CLI::App* cmd, std::string& value);
 
 // LoadOptions for the chosen device. "auto" is cuda when this build has the CUDA backend
 // and a device is visible, else cpu. --device cuda without one is an error here, before

@@ -35,6 +35,7 @@ struct PerplexityArgs {
   uint64_t seed = 123;
   int threads = 0;
   std::string cpu_int8_dot = kCpuInt8DotDefault;  // on | off
+  std::string cpu_bf16_dot = kCpuBf16DotDefault;  // on | off
   bool json = false;
 };
 
@@ -210,6 +211,7 @@ int run_perplexity(const PerplexityArgs& args) {
   if (!tokenizer.ok()) return fail(tokenizer.status());
   LoadOptions load_options{args.threads, KernelKind::kCpu};
   load_options.cpu_int8_dot = args.cpu_int8_dot == "on";
+  load_options.cpu_bf16_dot = args.cpu_bf16_dot == "on";
   auto model = load_model(*dir, load_options);
   if (!model.ok()) return fail(model.status());
   const ModelConfig& config = (*model)->config();
@@ -309,6 +311,7 @@ Verb add_perplexity_verb(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "CPU threads (0: every available core)")
       ->capture_default_str();
   add_cpu_int8_dot_flag(cmd, args->cpu_int8_dot);
+  add_cpu_bf16_dot_flag(cmd, args->cpu_bf16_dot);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   return Verb{cmd, [args] { return run_perplexity(*args); }};
 }

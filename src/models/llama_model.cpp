@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
@@ -28,6 +29,7 @@ LlamaModel::LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weigh
       ctx_(std::make_unique<cpu::CpuContext>(options.threads)),
       rope_(rope_tables(config_)) {
   ctx_->int8_dot = options.cpu_int8_dot;
+  ctx_->bf16_dot = options.cpu_bf16_dot;
 }
 
 std::size_t LlamaModel::kv_bytes_per_block(int block_size) const {
@@ -78,13 +80,19 @@ std::string LlamaModel::describe() const {
   }
   const bool int8 = kernels_ == KernelKind::kCpu && ctx_->int8_dot &&
                     cpu::int8_dot_supported(weights_.layers[0].q.w);
-  return fmt::format(
-      "{} kernels, {} threads, {}, {}, weights {}, prefill GEMM {}",
-      kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(), cpu::simd_name(),
-      int8 ? "int8 activations x quantized weights (avx512-vnni)" : "f32 compute", weights,
-      int8                           ? "int8 vnni tiles"
-      : kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_)
-                                     : "reference loops");
+  const bool bf16 = kernels_ == KernelKind::kCpu && ctx_->bf16_dot &&
+                    cpu::bf16_dot_supported(weights_.layers[0].q.w);
+  return fmt::format("{} kernels, {} threads, {}, {}, weights {}, prefill GEMM {}",
+                     kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(),
+                     cpu::simd_name(),
+                     int8   ? "int8 activations x quantized weights (avx512-vnni)"
+                     : bf16 ? "bf16 activations x bf16 weights in prefill (avx512-bf16)"
+                            : "f32 compute",
+                     weights,
+                     int8                           ? "int8 vnni tiles"
+                     : bf16                         ? cpu::bf16_dot_kernel_name()
+                     : kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_)
+                                                    : "reference loops");
 }
 
 Status LlamaModel::validate(const ForwardBatch& b, std::span<float> logits) const {

@@ -62,6 +62,10 @@ struct LoadOptions {
   // here (library callers and the parity tests get f32 compute); the CLI's --cpu-int8-dot
   // turns it on by default.
   bool cpu_int8_dot = false;
+  // kCpu: bf16 weights in prefill (batches over 4 rows) multiply activations rounded to bf16
+  // with AVX512-BF16 dot products; ignored where the CPU lacks them. Changes outputs
+  // slightly, so off unless asked for (--cpu-bf16-dot on).
+  bool cpu_bf16_dot = false;
 };
 
 // How one logits row becomes a token on the device: engine::SamplingParams minus what

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_avx512.h"
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/matvec_rows.h"
 #include "kernels/cpu/prefill_tile.h"
@@ -339,6 +340,7 @@ void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
     matvec(ctx, w, x, m, y);
     return;
   }
+  if (ctx.bf16_dot && bf16_linear(ctx, w, x, m, y)) return;
 #ifdef HEARTH_CPU_AVX512
   if (!ctx.blas_has_avx2_kernels && blocked_linear_avx512(ctx, w, x, m, y)) return;
 #endif

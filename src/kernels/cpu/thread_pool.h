@@ -64,6 +64,9 @@ struct CpuContext {
   // Quantized weights multiply int8-quantized activations with integer dot products
   // (int8_dot.h) where the CPU has them; off: f32 activations against dequantized weights.
   bool int8_dot = false;
+  // bf16 weights in prefill multiply activations rounded to bf16 with AVX512-BF16 dot products
+  // (bf16_dot.h) where the CPU has them; off: f32 activations against f32-converted weights.
+  bool bf16_dot = false;
 };
 
 // The number of cores this process may run on (sched_getaffinity), at least 1.
