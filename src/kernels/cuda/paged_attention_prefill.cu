@@ -101,18 +101,35 @@ __device__ __forceinline__ int tile_splits(int n_kt, int max_splits, int* per) {
 }
 
 // The (sequence, tile) of grid column idx; tiles of a sequence run longest (last) first.
+// Each warp scans 32 sequences per step (tile counts, prefix sum by shuffles), so a batch
+// of many decode rows beside one prompt costs seqs / 32 steps per block, not seqs.
 __device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_per_tile, int idx,
                                           int* seq, int* tile) {
-  for (int s = 0; s < a.seqs; ++s) {
-    int q_len = a.query_start[s + 1] - a.query_start[s];
-    if (q_len < kTiledMinQueries) continue;
-    int tiles = (q_len + tok_per_tile - 1) / tok_per_tile;
-    if (idx < tiles) {
-      *seq = s;
-      *tile = tiles - 1 - idx;
+  const int lane = threadIdx.x & 31;
+  int before = 0;  // tiles of the sequences already scanned
+  for (int s0 = 0; s0 < a.seqs; s0 += 32) {
+    const int s = s0 + lane;
+    int tiles = 0;
+    if (s < a.seqs) {
+      int q_len = a.query_start[s + 1] - a.query_start[s];
+      if (q_len >= kTiledMinQueries) tiles = (q_len + tok_per_tile - 1) / tok_per_tile;
+    }
+    int upto = tiles;  // inclusive prefix sum over the lanes
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int v = __shfl_up_sync(kFullMask, upto, o);
+      if (lane >= o) upto += v;
+    }
+    const int total = __shfl_sync(kFullMask, upto, 31);
+    if (idx < before + total) {
+      const int owner = __ffs(__ballot_sync(kFullMask, before + upto > idx)) - 1;
+      const int first = before + __shfl_sync(kFullMask, upto - tiles, owner);
+      const int count = __shfl_sync(kFullMask, tiles, owner);
+      *seq = s0 + owner;
+      *tile = count - 1 - (idx - first);
       return true;
     }
-    idx -= tiles;
+    before += total;
   }
   return false;
 }
@@ -355,8 +372,16 @@ __global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* 
                                const float* part_ml) {
   const int token = blockIdx.x;
   const int h = blockIdx.y;
-  int seq = 0;
-  while (seq + 1 < a.seqs && a.query_start[seq + 1] <= token) ++seq;
+  int seq = 0;  // the last sequence whose query_start <= token (binary search)
+  int hi_seq = a.seqs - 1;
+  while (seq < hi_seq) {
+    int mid = (seq + hi_seq + 1) >> 1;
+    if (a.query_start[mid] <= token) {
+      seq = mid;
+    } else {
+      hi_seq = mid - 1;
+    }
+  }
   const int q_len = a.query_start[seq + 1] - a.query_start[seq];
   if (q_len < kTiledMinQueries) return;
   const int tile = (token - a.query_start[seq]) / geo.tok_per_tile;
@@ -435,8 +460,10 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  // Columns: an upper bound of the (sequence, tile) pairs; surplus blocks exit at once.
-  const int64_t columns = a.tokens / geo.tok_per_tile + a.seqs;
+  // Columns: an upper bound of the (sequence, tile) pairs (at most tokens / 16 sequences
+  // are tiled, each with one partial tile); surplus blocks exit at once.
+  const int64_t columns =
+      a.tokens / geo.tok_per_tile + std::min(a.seqs, a.tokens / kTiledMinQueries);
   if (heads > 65535) return cudaErrorInvalidValue;
   dim3 grid(static_cast<unsigned>(columns), static_cast<unsigned>(heads), geo.max_splits);
   kernel<<<grid, kWarps * 32, smem, stream>>>(a, geo, part_o, part_ml);

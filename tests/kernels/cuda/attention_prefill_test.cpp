@@ -221,6 +221,18 @@ TEST_P(AttentionPrefillTest, TiledPathWritesOnlyItsRows) {
   }
 }
 
+// A serving step: 70 decode rows around prompts, so the tile search crosses several
+// 32-sequence chunks (prompts in the first, third and last).
+PrefillCase many_sequences() {
+  PrefillCase c{128, 8, 2, 0, 0.0f, 4, {{20, 30}}, 0};
+  for (int i = 0; i < 70; ++i) {
+    c.seqs.push_back({1, 20 + 7 * i});
+    if (i == 40) c.seqs.push_back({33, 64});
+  }
+  c.seqs.push_back({17, 0});
+  return c;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionPrefillTest,
     ::testing::Values(
@@ -251,7 +263,7 @@ INSTANTIATE_TEST_SUITE_P(
         PrefillCase{128, 8, 8, 0, 0.0f, 1, {{130, 300}, {5, 5}}, 0},
         PrefillCase{64, 16, 1, 100, 0.0f, 16, {{90, 1000}}, 0},
         PrefillCase{128, 6, 2, 0, 0.0f, 1, {{77, 40}}, 0},
-        PrefillCase{128, 32, 8, 500, 0.0f, 32, {{20, 3000}, {40, 0}}, 0}));
+        PrefillCase{128, 32, 8, 500, 0.0f, 32, {{20, 3000}, {40, 0}}, 0}, many_sequences()));
 
 TEST(AttentionPrefillWorkspaceTest, OnlySmallGridsGetSplitWorkspace) {
   // A 16-token suffix over a cached prefix: few blocks, so the key range splits.
