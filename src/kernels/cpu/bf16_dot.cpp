@@ -190,12 +190,16 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_block(const uint16_t* w, i
   _tile_stored(1, c[1], 64);
   _tile_stored(2, c[2], 64);
   _tile_stored(3, c[3], 64);
+  // Output row i is column i % 16 of two tiles: one gather per 16 weight rows.
+  const __m512i column =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(16));
   for (int64_t i = 0; i < valid; ++i) {
     const int ih = i < 16 ? 0 : 1;
-    const int64_t il = i % 16;
+    const __m512i idx = _mm512_add_epi32(column, _mm512_set1_epi32(static_cast<int>(i % 16)));
     float* yr = y + i * n;
-    for (int64_t j = 0; j < 16; ++j) yr[j] = c[ih][j * 16 + il];
-    for (int64_t j = 0; j < 16; ++j) yr[16 + j] = c[2 + ih][j * 16 + il];
+    _mm512_storeu_ps(yr, _mm512_i32gather_ps(idx, c[ih], 4));
+    _mm512_storeu_ps(yr + 16, _mm512_i32gather_ps(idx, c[2 + ih], 4));
   }
 }
 
