@@ -40,10 +40,11 @@ namespace {
 
 // Activation rows per micro-tile (two vectors of 16 lanes) and per AMX block.
 constexpr int64_t kActRows = 32;
-// Weight rows per L2-resident block: a multiple of 12 for the vector tiles, of 32 for AMX
-// (64 x 8192 bf16 = 1 MiB).
+// Weight rows per L2-resident block for the vector tiles (a multiple of 12).
 constexpr int64_t kBlockRows = 48;
-constexpr int64_t kAmxBlockRows = 64;
+// AMX: weight rows per block fill about this many bytes of L2 (256 rows at 2048 columns, 64
+// at 8192), so the activations are re-read from L3 once per block rather than per 32 rows.
+constexpr int64_t kAmxBlockBytes = 1 << 20;
 
 // xt[p * mp + i] = the bf16 pair (x[i][2p], x[i][2p + 1]) for rows [i0, i1) (rounded to
 // nearest even), zero past cols: column pairs major, so one vector holds a pair of 16
@@ -233,8 +234,9 @@ bool bf16_linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
         m, 1, [&](int64_t a, int64_t b) { round_pairs_bf16(x, cols, pairs, mp, a, b, xt.data()); });
   }
   const auto* wd = static_cast<const uint16_t*>(w.data);
-  const int64_t block = amx ? kAmxBlockRows : kBlockRows;
-  ctx.pool.parallel_for(n, block, [&](int64_t a, int64_t b) {
+  const int64_t block =
+      amx ? std::clamp<int64_t>(kAmxBlockBytes / (cols * 2) / 32 * 32, 32, 256) : kBlockRows;
+  ctx.pool.parallel_for(n, amx ? 32 : kBlockRows, [&](int64_t a, int64_t b) {
     if (amx) amx_configure();
     // A block of weight rows stays in L2 while every activation tile passes.
     for (int64_t r0 = a; r0 < b; r0 += block) {
