@@ -46,24 +46,36 @@ constexpr int64_t kBlockRows = 48;
 // at 8192), so the activations are re-read from L3 once per block rather than per 32 rows.
 constexpr int64_t kAmxBlockBytes = 1 << 20;
 
-// xt[p * mp + i] = the bf16 pair (x[i][2p], x[i][2p + 1]) for rows [i0, i1) (rounded to
-// nearest even), zero past cols: column pairs major, so one vector holds a pair of 16
-// activation rows (the layout both the vector tiles and AMX's B tiles read).
-void round_pairs_bf16(const float* x, int64_t cols, int64_t pairs, int64_t mp, int64_t i0,
-                      int64_t i1, uint32_t* xt) {
-  alignas(64) uint32_t tmp[16];
-  for (int64_t i = i0; i < i1; ++i) {
-    const float* xr = x + i * cols;
-    for (int64_t c = 0; c < 2 * pairs; c += 32) {
-      const int64_t left = cols - c;
-      const __mmask16 lo = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1u;
-      const __mmask16 hi = left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1u;
-      const __m512 a = _mm512_maskz_loadu_ps(lo, xr + c);
-      const __m512 b = _mm512_maskz_loadu_ps(hi, xr + c + 16);
-      _mm512_store_si512(tmp, (__m512i)_mm512_cvtne2ps_pbh(b, a));
-      const int64_t p0 = c / 2;
-      const int64_t n = std::min<int64_t>(16, pairs - p0);
-      for (int64_t q = 0; q < n; ++q) xt[(p0 + q) * mp + i] = tmp[q];
+// xt[p * mp + i] = the bf16 pair (x[i][2p], x[i][2p + 1]) for the 16 rows at i0 (rounded
+// to nearest even; zero for rows past m and columns past cols): column pairs major, so one
+// vector holds a pair of 16 activation rows (the layout both the vector tiles and AMX's B
+// tiles read). 16 x 16 pairs at a time: rows converted into a small block, columns gathered
+// out of it, so every store to xt is a whole 64-byte vector.
+void round_pairs_bf16(const float* x, int64_t cols, int64_t m, int64_t pairs, int64_t mp,
+                      int64_t i0, uint32_t* xt) {
+  alignas(64) uint32_t block[16 * 16];
+  const __m512i column =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(16));
+  for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+    const int64_t c = 2 * p0;
+    const int64_t left = cols - c;
+    const __mmask16 lo = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1u;
+    const __mmask16 hi = left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1u;
+    for (int64_t i = 0; i < 16; ++i) {
+      __m512i v = _mm512_setzero_si512();
+      if (i0 + i < m) {
+        const float* xr = x + (i0 + i) * cols + c;
+        const __m512 a = _mm512_maskz_loadu_ps(lo, xr);
+        const __m512 b = _mm512_maskz_loadu_ps(hi, xr + 16);
+        v = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+      }
+      _mm512_store_si512(block + 16 * i, v);
+    }
+    const int64_t nq = std::min<int64_t>(16, pairs - p0);
+    for (int64_t q = 0; q < nq; ++q) {
+      const __m512i idx = _mm512_add_epi32(column, _mm512_set1_epi32(static_cast<int>(q)));
+      _mm512_storeu_si512(xt + (p0 + q) * mp + i0, _mm512_i32gather_epi32(idx, block, 4));
     }
   }
 }
@@ -226,12 +238,17 @@ bool bf16_linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
   const int64_t mp = (m + kActRows - 1) / kActRows * kActRows;
   // xt: [pairs, mp] bf16 pairs of the activations (zero rows past m), rounded once for every
   // weight row.
-  std::vector<uint32_t> xt(static_cast<std::size_t>(pairs * mp), 0u);
+  std::vector<uint32_t> xt(static_cast<std::size_t>(pairs * mp));
+  const int64_t row_blocks = mp / 16;
   if (m * cols < (1 << 15)) {
-    round_pairs_bf16(x, cols, pairs, mp, 0, m, xt.data());
+    for (int64_t ib = 0; ib < row_blocks; ++ib) {
+      round_pairs_bf16(x, cols, m, pairs, mp, ib * 16, xt.data());
+    }
   } else {
-    ctx.pool.parallel_for(
-        m, 1, [&](int64_t a, int64_t b) { round_pairs_bf16(x, cols, pairs, mp, a, b, xt.data()); });
+    ctx.pool.parallel_for(row_blocks, 1, [&](int64_t a, int64_t b) {
+      for (int64_t ib = a; ib < b; ++ib)
+        round_pairs_bf16(x, cols, m, pairs, mp, ib * 16, xt.data());
+    });
   }
   const auto* wd = static_cast<const uint16_t*>(w.data);
   const int64_t block =
