@@ -45,6 +45,9 @@ constexpr int64_t kBlockRows = 48;
 // AMX: weight rows per block fill about this many bytes of L2 (256 rows at 2048 columns, 64
 // at 8192), so the activations are re-read from L3 once per block rather than per 32 rows.
 constexpr int64_t kAmxBlockBytes = 1 << 20;
+// AMX: columns per pass (partial sums add into y), so a block of 2048-column weight rows and
+// the activations' matching slice stay in L2 for wide inputs (the 8192-column down projection).
+constexpr int64_t kAmxDepth = 2048;
 
 // xt[p * mp + i] = the bf16 pair (x[i][2p], x[i][2p + 1]) for the 16 rows at i0 (rounded
 // to nearest even; zero for rows past m and columns past cols): column pairs major, so one
@@ -177,21 +180,23 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_configure() {
 
 __attribute__((target("amx-tile,amx-bf16"))) void amx_release() { _tile_release(); }
 
-// y[i * n + j] = w_row(j) · x_row(i) for 32 weight rows at w (cols a multiple of 32) and the
-// 32 activation rows of xt (column stride mp), only rows i < valid stored.
-__attribute__((target("amx-tile,amx-bf16"))) void amx_block(const uint16_t* w, int64_t cols,
-                                                            const uint32_t* xt, int64_t mp,
-                                                            int64_t valid, float* y, int64_t n) {
+// y[i * n + j] (+)= w_row(j) · x_row(i) over klen columns (a multiple of 32) for 32 weight rows
+// at w (row stride ws) and the 32 activation rows of xt (pair-row stride mp); only rows
+// i < valid written, added to y when `accumulate`.
+__attribute__((target("amx-tile,amx-bf16"))) void amx_block(const uint16_t* w, int64_t ws,
+                                                            int64_t klen, const uint32_t* xt,
+                                                            int64_t mp, int64_t valid,
+                                                            bool accumulate, float* y, int64_t n) {
   alignas(64) float c[4][16 * 16];  // [weight half * 2 + activation half][16 w rows][16 acts]
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  const int64_t ws = cols * 2;  // bytes per weight row
-  const int64_t xs = mp * 4;    // bytes per pair row of xt
-  for (int64_t k = 0; k < cols; k += 32) {
-    _tile_loadd(4, w + k, ws);
-    _tile_loadd(5, w + 16 * cols + k, ws);
+  const int64_t wb = ws * 2;  // bytes per weight row
+  const int64_t xs = mp * 4;  // bytes per pair row of xt
+  for (int64_t k = 0; k < klen; k += 32) {
+    _tile_loadd(4, w + k, wb);
+    _tile_loadd(5, w + 16 * ws + k, wb);
     _tile_loadd(6, xt + k / 2 * mp, xs);
     _tile_loadd(7, xt + k / 2 * mp + 16, xs);
     _tile_dpbf16ps(0, 4, 6);
@@ -211,8 +216,14 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_block(const uint16_t* w, i
     const int ih = i < 16 ? 0 : 1;
     const __m512i idx = _mm512_add_epi32(column, _mm512_set1_epi32(static_cast<int>(i % 16)));
     float* yr = y + i * n;
-    _mm512_storeu_ps(yr, _mm512_i32gather_ps(idx, c[ih], 4));
-    _mm512_storeu_ps(yr + 16, _mm512_i32gather_ps(idx, c[2 + ih], 4));
+    __m512 lo = _mm512_i32gather_ps(idx, c[ih], 4);
+    __m512 hi = _mm512_i32gather_ps(idx, c[2 + ih], 4);
+    if (accumulate) {
+      lo = _mm512_add_ps(lo, _mm512_loadu_ps(yr));
+      hi = _mm512_add_ps(hi, _mm512_loadu_ps(yr + 16));
+    }
+    _mm512_storeu_ps(yr, lo);
+    _mm512_storeu_ps(yr + 16, hi);
   }
 }
 
@@ -251,22 +262,30 @@ bool bf16_linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
     });
   }
   const auto* wd = static_cast<const uint16_t*>(w.data);
+  const int64_t depth = amx ? std::min(cols, kAmxDepth) : cols;
   const int64_t block =
-      amx ? std::clamp<int64_t>(kAmxBlockBytes / (cols * 2) / 32 * 32, 32, 256) : kBlockRows;
+      amx ? std::clamp<int64_t>(kAmxBlockBytes / (depth * 2) / 32 * 32, 32, 256) : kBlockRows;
   ctx.pool.parallel_for(n, amx ? 32 : kBlockRows, [&](int64_t a, int64_t b) {
     if (amx) amx_configure();
-    // A block of weight rows stays in L2 while every activation tile passes.
-    for (int64_t r0 = a; r0 < b; r0 += block) {
-      const int64_t r1 = std::min(b, r0 + block);
-      for (int64_t i0 = 0; i0 < m; i0 += kActRows) {
-        const int64_t valid = std::min(kActRows, m - i0);
-        int64_t r = r0;
-        if (amx) {
-          for (; r + 32 <= r1; r += 32) {
-            amx_block(wd + r * cols, cols, xt.data() + i0, mp, valid, y + i0 * n + r, n);
+    for (int64_t c0 = 0; c0 < cols; c0 += depth) {
+      const int64_t klen = std::min(depth, cols - c0);
+      // A block of weight rows stays in L2 while every activation tile passes.
+      for (int64_t r0 = a; r0 < b; r0 += block) {
+        const int64_t r1 = std::min(b, r0 + block);
+        for (int64_t i0 = 0; i0 < m; i0 += kActRows) {
+          const int64_t valid = std::min(kActRows, m - i0);
+          int64_t r = r0;
+          if (amx) {
+            for (; r + 32 <= r1; r += 32) {
+              amx_block(wd + r * cols + c0, cols, klen, xt.data() + c0 / 2 * mp + i0, mp, valid,
+                        c0 > 0, y + i0 * n + r, n);
+            }
+          }
+          // Rows short of an AMX block (all rows without AMX) over every column at once.
+          if (c0 == 0) {
+            vec_block(wd + r * cols, r1 - r, cols, xt.data() + i0, mp, valid, y + i0 * n + r, n);
           }
         }
-        vec_block(wd + r * cols, r1 - r, cols, xt.data() + i0, mp, valid, y + i0 * n + r, n);
       }
     }
     if (amx) amx_release();
