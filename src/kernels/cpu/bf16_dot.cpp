@@ -11,6 +11,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,13 +151,22 @@ bool cpu_has_amx_bf16() {
   return (d & (1u << 22)) != 0 && (d & (1u << 24)) != 0;  // AMX-BF16, AMX-TILE
 }
 
-// Asks Linux for the AMX tile data state (once per process); false when refused.
+bool amx_probe_in_child();
+
+// Asks Linux for the AMX tile data state (once per process), checks that it was granted, and
+// runs the tile instructions once in a forked child (a SIGILL there, as the GPU machine's VM
+// gave at 2e0376d, means no AMX here); false on any failure: the AVX512-BF16 path runs.
 bool amx_permitted() {
   static const bool ok = [] {
     if (!cpu_has_amx_bf16()) return false;
-    constexpr int kArchReqXcompPerm = 0x1023;
-    constexpr int kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+    constexpr long kArchGetXcompPerm = 0x1022;
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+    unsigned long long perm = 0;
+    if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &perm) != 0) return false;
+    if ((perm & (1ull << kXfeatureXtiledata)) == 0) return false;
+    return amx_probe_in_child();
   }();
   return ok;
 }
@@ -179,6 +189,31 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_configure() {
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) void amx_release() { _tile_release(); }
+
+// The instructions amx_block uses, on zeros.
+__attribute__((target("amx-tile,amx-bf16"))) void amx_probe() {
+  alignas(64) uint16_t a[16 * 32] = {};
+  alignas(64) float c[16 * 16];
+  amx_configure();
+  _tile_zero(0);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(6, a, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_stored(0, c, 64);
+  amx_release();
+}
+
+bool amx_probe_in_child() {
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    amx_probe();
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 // y[i * n + j] (+)= w_row(j) · x_row(i) over klen columns (a multiple of 32) for 32 weight rows
 // at w (row stride ws) and the 32 activation rows of xt (pair-row stride mp); only rows
