@@ -74,6 +74,38 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16DotTest,
                                            Case{130, 512, 32}, Case{5, 2048, 9}, Case{9, 47, 3}),
                          case_name);
 
+TEST(Bf16Dot, AmxPathWhereGranted) {
+  // Where the CPU has AMX and Linux grants the tile state (permission requested, confirmed and
+  // probed in a child), multiples of 32 columns take the tile kernel: 2048-column passes, a
+  // partial 32-row block and rows past m. Skipped elsewhere (the vector path is tested above).
+  if (std::string(cpu::bf16_dot_kernel_name()) != "amx-bf16 tiles") {
+    GTEST_SKIP() << "no AMX here: " << cpu::bf16_dot_kernel_name();
+  }
+  const int64_t rows = 100, cols = 4160, m = 37;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> wb(static_cast<std::size_t>(rows * cols));
+  for (auto& v : wb) v = f32_to_bf16(d(rng) * 0.05f);
+  std::vector<float> x(static_cast<std::size_t>(m * cols));
+  for (auto& v : x) v = d(rng);
+  const WeightMatrix w{DType::kBF16, rows, cols, wb.data()};
+  cpu::CpuContext ctx(3);
+  std::vector<float> got(static_cast<std::size_t>(m * rows), NAN);
+  ASSERT_TRUE(cpu::bf16_linear(ctx, w, x.data(), m, got.data()));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double exact = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const double p = static_cast<double>(bf16_to_f32(wb[r * cols + k])) *
+                         bf16_to_f32(f32_to_bf16(x[i * cols + k]));
+        exact += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(got[i * rows + r], exact, 1e-5 * mag + 1e-6) << "row " << i << " out " << r;
+    }
+  }
+}
+
 TEST(Bf16Dot, OffLeavesF32Compute) {
   // Without the option, prefill of bf16 weights is the f32 path: exact against ref within
   // f32 accumulation error, tighter than bf16 activation rounding allows.
