@@ -1,12 +1,8 @@
 // Flash-style paged attention for AVX-512 builds (see attention_avx512.h).
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
-// (maybe-)uninitialized (a known false positive); the pragma must precede <immintrin.h>.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// The AVX-512 intrinsics header first (kernels/cpu/intrinsics.h says why).
+#include "kernels/cpu/intrinsics.h"
 
 #include "kernels/cpu/attention_avx512.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,15 +1,12 @@
 // bf16 prefill GEMM for bf16 weights (see bf16_dot.h): activations rounded once to bf16 pairs
 // laid out pair-major; weights read in place, either as AMX tiles (`tdpbf16ps`, 32 x 32 per
 // block) or broadcast pair by pair into a 12 x 32 AVX512-BF16 `vdpbf16ps` register tile.
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
-// (maybe-)uninitialized (a known false positive); the pragma must precede <immintrin.h>.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// The AVX-512 intrinsics header first (kernels/cpu/intrinsics.h says why).
+#include "kernels/cpu/intrinsics.h"
 
 #include "kernels/cpu/bf16_dot.h"
 
 #include <cpuid.h>
-#include <immintrin.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,14 +1,10 @@
 // Int8 dot-product kernels for MLX 4/8-bit weights (see int8_dot.h): activation
 // quantization, a decode mat-vec over weight rows and a register-tiled prefill GEMM, both on
 // AVX512-VNNI `vpdpbusd` (u8 weight codes x s8 activations -> s32 per group).
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
-// (maybe-)uninitialized (a known false positive); the pragma must precede <immintrin.h>.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// The AVX-512 intrinsics header first (kernels/cpu/intrinsics.h says why).
+#include "kernels/cpu/intrinsics.h"
 
 #include "kernels/cpu/int8_dot.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>

@@ -1,9 +1,7 @@
 // CPU kernels: thread-pool parallel loops over SIMD inner products (simd.h), OpenBLAS
 // sgemm for prefill-sized batches.
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
-// (maybe-)uninitialized (a known false positive); the pragma must precede <immintrin.h>.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// The AVX-512 intrinsics header first (kernels/cpu/intrinsics.h says why).
+#include "kernels/cpu/intrinsics.h"
 
 #include "kernels/cpu/ops.h"
 
