@@ -14,8 +14,7 @@ namespace hearth::kernels::cpu {
 // runs on has the instruction.
 bool bf16_dot_available();
 
-// Which kernel bf16_linear runs here: "amx-bf16 tiles" where the CPU has AMX and Linux
-// grants the tile state, else "avx512-bf16 vdpbf16ps panels" (or "none").
+// Which kernel bf16_linear runs here: "avx512-bf16 vdpbf16ps panels" (or "none").
 const char* bf16_dot_kernel_name();
 
 // True when bf16_linear handles w: bf16 weights and bf16_dot_available().
