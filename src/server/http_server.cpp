@@ -4,10 +4,12 @@
 #include "server/http_server.h"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <condition_variable>
 #include <csignal>
 #include <deque>
@@ -284,20 +286,25 @@ void Session::on_read(beast::error_code ec) {
   (*handler_)(std::move(req), ex);
 }
 
-// While a reply is pending the client sends nothing, so the socket turning readable with
-// no bytes means it hung up: cancel the work at once instead of at the next write.
+// While a reply is pending the client sends nothing, so the socket turning readable at end
+// of stream means it hung up: cancel the work at once instead of at the next write. The
+// wakeup alone proves nothing: the reactor's edge-triggered readiness can be stale (raised
+// by the request bytes the parser already consumed), so a non-blocking peek decides.
 void Session::watch_for_disconnect() {
   uint64_t generation = ++watch_generation_;
-  stream_.socket().async_wait(
-      tcp::socket::wait_read, [self = shared_from_this(), generation](beast::error_code ec) {
-        if (ec || self->closed_ || generation != self->watch_generation_ || !self->current_) {
-          return;
-        }
-        beast::error_code aec;
-        std::size_t available = self->stream_.socket().available(aec);
-        if (aec || available == 0) self->close(true);
-        // Otherwise a pipelined request arrived early; it is read after this reply.
-      });
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(),
+                                                       generation](beast::error_code ec) {
+    if (ec || self->closed_ || generation != self->watch_generation_ || !self->current_) {
+      return;
+    }
+    char byte = 0;
+    ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;  // a pipelined request arrived early; it is read after this reply
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      return self->watch_for_disconnect();  // stale readiness: watch again
+    }
+    self->close(true);  // orderly end of stream (0) or a reset: the client is gone
+  });
 }
 
 void Session::respond(ExchangeImpl* ex, HttpResponse response) {
