@@ -22,14 +22,17 @@ Result<SchedulerOptions> plan_scheduler(const Model& model, const EngineOptions&
   if (options.kv_budget_gb < 0) return invalid_argument_error("--kv-budget must be >= 0");
   if (options.max_batched_tokens < 0) return invalid_argument_error("token budget must be >= 0");
   s.max_running = options.max_batch;
-  // A GPU model reports its device memory; its steps want more tokens (see
-  // kDefaultGpuBatchedTokens).
+  // A GPU model reports its device memory; its steps want more tokens, a large card's more
+  // still (see kDefaultGpuBatchedTokens).
   const std::optional<DeviceMemoryUsage> model_device = model.device_memory();
-  s.max_batched_tokens =
-      options.max_batched_tokens > 0
-          ? options.max_batched_tokens
-          : std::max(model_device ? kDefaultGpuBatchedTokens : kDefaultCpuBatchedTokens,
-                     options.max_batch);
+  int default_budget = kDefaultCpuBatchedTokens;
+  if (model_device) {
+    default_budget = model_device->total_bytes >= kLargeGpuBytes ? kDefaultLargeGpuBatchedTokens
+                                                                 : kDefaultGpuBatchedTokens;
+  }
+  s.max_batched_tokens = options.max_batched_tokens > 0
+                             ? options.max_batched_tokens
+                             : std::max(default_budget, options.max_batch);
   s.block_size = options.block_size;
   s.max_context = options.max_context > 0 ? options.max_context : config.max_position_embeddings;
   s.eos_ids = options.eos_ids.empty() ? config.generation.eos_token_ids : options.eos_ids;

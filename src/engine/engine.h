@@ -50,9 +50,13 @@ struct EngineOptions {
 
 // Step token budgets. On a GPU a step's cost is flat until its GEMMs turn compute-bound, and
 // cuBLASLt reaches most of the bf16 GEMM rate only from m ~ 2048 rows (benchmarks/RESULTS.md,
-// "engine step budget"): 2048 prefill tokens cost little more per token than 8192 and keep a
-// mixed step's decode rows waiting ~4x less. On CPU a step is linear in tokens already.
+// "engine step budget"): on a smaller card 2048 prefill tokens cost little more per token than
+// 8192 and keep a mixed step's decode rows waiting ~4x less. A card of 70 GiB or more (H100,
+// H200: vLLM's tier for its 8192 server default) takes 8192: on the H200 it measured +15-20 %
+// aggregate decode at 64 and 256 concurrent requests. On CPU a step is linear in tokens already.
 inline constexpr int kDefaultGpuBatchedTokens = 2048;
+inline constexpr int kDefaultLargeGpuBatchedTokens = 8192;
+inline constexpr uint64_t kLargeGpuBytes = 70ull << 30;
 inline constexpr int kDefaultCpuBatchedTokens = 512;
 inline constexpr double kDefaultGpuMemoryUtilization = 0.9;
 inline constexpr double kDefaultCpuMemoryUtilization = 0.5;

@@ -248,19 +248,27 @@ TEST(Engine, SizesThePoolFromDeviceMemoryAndTheMemoryBudget) {
 }
 
 // The step token budget defaults to max(2048, batch) for a model on a GPU (it reports its
-// device memory) and max(512, batch) on CPU; an explicit budget is kept.
+// device memory), max(8192, batch) on a GPU of 70 GiB or more and max(512, batch) on CPU; an
+// explicit budget is kept.
 TEST(Engine, DefaultsTheStepBudgetByBackend) {
   struct DeviceFake : FakeModel {
-    using FakeModel::FakeModel;
+    DeviceFake(int32_t vocab, int context, uint64_t total)
+        : FakeModel(vocab, context), total_(total) {}
     std::optional<DeviceMemoryUsage> device_memory() const override {
-      return DeviceMemoryUsage{.total_bytes = 1'000'000, .free_bytes = 1'000'000};
+      return DeviceMemoryUsage{.total_bytes = total_, .free_bytes = 1'000'000};
     }
+    uint64_t total_;
   };
   FakeModel cpu(kVocab, 1000);
-  DeviceFake gpu(kVocab, 1000);
+  DeviceFake gpu(kVocab, 1000, 24ull << 30);
+  DeviceFake small_h100(kVocab, 1000, (70ull << 30) - 1);
+  DeviceFake h200(kVocab, 1000, 141ull << 30);
   EngineOptions options{.max_batch = 4, .block_size = 10, .num_blocks = 100};
   EXPECT_EQ(plan_scheduler(cpu, options)->max_batched_tokens, kDefaultCpuBatchedTokens);
   EXPECT_EQ(plan_scheduler(gpu, options)->max_batched_tokens, kDefaultGpuBatchedTokens);
+  EXPECT_EQ(plan_scheduler(small_h100, options)->max_batched_tokens, 2048);
+  EXPECT_EQ(plan_scheduler(h200, options)->max_batched_tokens, 8192);
+  EXPECT_EQ(plan_scheduler(h200, options)->max_batched_tokens, kDefaultLargeGpuBatchedTokens);
   options.max_batch = 3000;  // every running sequence's decode row fits in one step
   EXPECT_EQ(plan_scheduler(cpu, options)->max_batched_tokens, 3000);
   EXPECT_EQ(plan_scheduler(gpu, options)->max_batched_tokens, 3000);
