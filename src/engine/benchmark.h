@@ -28,6 +28,11 @@ struct EngineBenchmarkResult {
   double ttft_ms_max = 0;
   double output_tokens_per_s = 0;  // generated / wall
   double decode_tokens_per_s = 0;  // tokens after the first / (last finish - median first token)
+  // Tokens per second over the steps in which every request was decoding: from the step that
+  // gave the last request its first token to the step that finished the first request. Those
+  // steps hold no prefill and a full batch (llama-batched-bench's S_TG condition). 0 when the
+  // window holds fewer than 2 steps.
+  double full_batch_decode_tokens_per_s = 0;
 };
 
 // Runs the spec on `engine` (which must be otherwise idle for meaningful figures).

@@ -25,7 +25,8 @@ namespace hearth::engine {
 struct EngineOptions {
   int max_batch = 8;  // --batch: running sequences; 1 = strict serial FIFO
   // Tokens per forward pass; 0 = max(kDefaultGpuBatchedTokens, max_batch) for a model on a
-  // GPU, max(kDefaultCpuBatchedTokens, max_batch) on CPU.
+  // GPU (kDefaultLargeGpuBatchedTokens on one of kLargeGpuBytes or more),
+  // max(kDefaultCpuBatchedTokens, max_batch) on CPU.
   int max_batched_tokens = 0;
   int block_size = 16;           // --paged-kv-block-size
   double kv_budget_gb = 0;       // --kv-budget (decimal GB); 0 = automatic

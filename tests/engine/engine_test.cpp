@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "fake_model.h"
@@ -299,6 +300,37 @@ TEST(ThroughputMeter, RatesCoverOnlyTheWindow) {
   meter.rates(10 * kS, p, g);  // long idle: nothing left inside
   EXPECT_EQ(p, 0);
   EXPECT_EQ(g, 0);
+}
+
+// The full-batch rate covers only the steps where every request decodes: prefills spread
+// over several steps (a 12-token budget, 9-token prompts) and the finishing tail are outside
+// it, so with every step taking >= 4 ms it is close to 4 requests / 4 ms and above the
+// median-first-token rate, which counts the ragged start and tail.
+TEST(EngineBenchmark, FullBatchRateCountsOnlyStepsWhereEveryRequestDecodes) {
+  struct SlowFake : FakeModel {
+    using FakeModel::FakeModel;
+    Status forward(const ForwardBatch& batch, std::span<float> logits) override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+      return FakeModel::forward(batch, logits);
+    }
+  };
+  auto engine =
+      Engine::create(std::make_unique<SlowFake>(kVocab, 256),
+                     {.max_batch = 4, .max_batched_tokens = 12, .block_size = 4, .num_blocks = 64});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto r = run_engine_benchmark(**engine,
+                                {.num_requests = 4, .prompt_tokens = 9, .generated_tokens = 24});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const double ceiling = 4 / 4e-3;  // 4 tokens a step, each step at least 4 ms
+  EXPECT_LE(r->full_batch_decode_tokens_per_s, ceiling * 1.02);
+  EXPECT_GT(r->full_batch_decode_tokens_per_s, ceiling * 0.5);  // loaded CI box
+  EXPECT_GT(r->full_batch_decode_tokens_per_s, r->decode_tokens_per_s);
+  // One request: the whole decode is its own full batch.
+  auto lone = run_engine_benchmark(**engine,
+                                   {.num_requests = 1, .prompt_tokens = 9, .generated_tokens = 12});
+  ASSERT_TRUE(lone.ok());
+  EXPECT_LE(lone->full_batch_decode_tokens_per_s, 1 / 4e-3 * 1.02);
+  EXPECT_GT(lone->full_batch_decode_tokens_per_s, 0);
 }
 
 TEST(EngineBenchmark, CountsEveryTokenOfEveryRequest) {
