@@ -109,9 +109,9 @@ case "${1:-}" in
     "$hearth" benchmark "$dir" --device cuda --compiled-decode off --prompt-tokens 128 --tokens 128 --runs 2 2>&1 | tee -a "$out/product.log"
     "$hearth" benchmark "$dir" --device cuda --prompt-tokens 128 --tokens 128 --runs 3 \
       --concurrency "${CONCURRENCY:-1,8,32,64,256}" --prefix-tokens 8175 --json 2>&1 | tee "$out/product.json"
-    # Engine levers at 64 and 256 concurrent: step token budget 8192 (default 2048 on a GPU;
-    # 512 measured worse in W2), and CUDA graphs off (batched decode steps run eagerly).
-    for extra in "--max-batched-tokens 8192" "--compiled-decode off"; do
+    # Engine levers at 64 and 256 concurrent: step token budgets 2048 and 16384 (default 8192 on
+    # an H200; 512 measured worse in W2), and CUDA graphs off (batched decode steps run eagerly).
+    for extra in "--max-batched-tokens 2048" "--max-batched-tokens 16384" "--compiled-decode off"; do
       echo "===== engine $extra" | tee -a "$out/product_engine.log"
       # shellcheck disable=SC2086
       "$hearth" benchmark "$dir" --device cuda --prompt-tokens 128 --tokens 128 --runs 1 \
