@@ -1,6 +1,6 @@
 // Device math shared by the unfused decode kernels and their fused forms in the decode GEMV
 // (gemv_bf16.cu), so both produce the same bits: the reduction order of rmsnorm_residual's
-// sum of squares and the gated activations' formulas.
+// sum of squares, the gated activations' formulas and the RoPE rotation of one pair.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,6 +21,21 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f +
 __device__ __forceinline__ float gelu_tanh_mul(float g, float u) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
+}
+
+// RoPE (rotate-half) of the pair (x1 at dim i, x2 at dim i + rotary_dim / 2) at `pos`:
+// angle pos * inv_freq in f32 with accurate sincosf (fast intrinsics lose precision at large
+// positions), cos and sin times `scaling`, each output rounded once. The multiply-adds are
+// spelled out so every kernel that rotates gets the same bits.
+__device__ __forceinline__ void rope_pair(float pos, float inv_freq, float scaling, float x1,
+                                          float x2, __nv_bfloat16* o1, __nv_bfloat16* o2) {
+  float s;
+  float c;
+  sincosf(pos * inv_freq, &s, &c);
+  c *= scaling;
+  s *= scaling;
+  *o1 = __float2bfloat16(__fmaf_rn(x1, c, -__fmul_rn(x2, s)));
+  *o2 = __float2bfloat16(__fmaf_rn(x2, c, __fmul_rn(x1, s)));
 }
 
 }  // namespace hearth::cuda::detail

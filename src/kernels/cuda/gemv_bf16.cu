@@ -259,13 +259,62 @@ __device__ __forceinline__ void store_output(const GemvArgs& a, int r, int row, 
   }
 }
 
+// How a warp task maps to weight rows: one row, a gated pair (j and j + n) or a RoPE pair
+// (rows i and i + head_dim / 2 of one head; n counts rows, so there are n / 2 tasks).
+enum TaskMode { kSingle = 0, kGatedPair = 1, kRopePair = 2 };
+
+template <int kMode>
+__device__ __forceinline__ int task_count(const GemvArgs& a) {
+  return kMode == kRopePair ? a.n / 2 : a.n;
+}
+
+template <int kMode>
+__device__ __forceinline__ int64_t weight_row(const GemvArgs& a, int task, int p) {
+  if constexpr (kMode == kRopePair) {
+    const int half = a.rope.head_dim / 2;
+    const int head = task / half;
+    return static_cast<int64_t>(head) * a.rope.head_dim + (task - head * half) + p * half;
+  } else {
+    return task + static_cast<int64_t>(p) * a.n;
+  }
+}
+
+// rope_kv_write's stores for token r's rows i, i + head_dim / 2 of one head: v0, v1 as the
+// unfused GEMV stores them (bf16, + bias), then rotated (q, k) or copied (v).
+__device__ __forceinline__ void store_rope(const GemvArgs& a, int r, int task, float v0, float v1) {
+  const RopeKvWriteArgs& p = a.rope;
+  const int half = p.head_dim / 2;
+  const int head = task / half;
+  const int i = task - head * half;
+  const int row0 = head * p.head_dim + i;
+  const float x1 = round_bias(v0, a.bias, row0);
+  const float x2 = round_bias(v1, a.bias, row0 + half);
+  __nv_bfloat16* dst;
+  if (head < p.q_heads) {
+    dst = p.q_out + r * p.ld_q_out + row0;
+  } else {
+    const int64_t slot = p.slots[r];
+    if (slot < 0) return;
+    const bool is_v = head >= p.q_heads + p.kv_heads;
+    const int kv_head = head - p.q_heads - (is_v ? p.kv_heads : 0);
+    dst = (is_v ? p.v_cache : p.k_cache) + (slot * p.kv_heads + kv_head) * p.head_dim + i;
+    if (is_v) {
+      dst[0] = __float2bfloat16(x1);
+      dst[half] = __float2bfloat16(x2);
+      return;
+    }
+  }
+  detail::rope_pair(static_cast<float>(p.positions[r]), p.inv_freq[i], p.attention_scaling, x1, x2,
+                    dst, dst + half);
+}
+
 // One output column per warp task (split warps per task, each taking every split-th
-// 32-chunk stripe); gated tasks stream two weight rows (j and j + n). The first task's
+// 32-chunk stripe); paired tasks stream two weight rows (weight_row). The first task's
 // weight loads go out before the wait on the previous kernel: weights never depend on it.
-template <int kRows, bool kGated, typename OutT>
+template <int kRows, int kMode, typename OutT>
 __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvArgs a) {
   extern __shared__ uint4 xs[];  // [kRows, k / 8]
-  constexpr int kPair = kGated ? 2 : 1;
+  constexpr int kPair = kMode == kSingle ? 1 : 2;
   constexpr int kU = kUnroll / kPair;  // loads in flight per lane per weight row
   __shared__ float red[2][kWarps][kPair * kRows];
   __shared__ float scratch[32];
@@ -277,7 +326,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
   const int sub = warp % split;
   const int stride = 32 * split;
   const int c0 = sub * 32 + lane;
-  const int n = a.n;
+  const int n = task_count<kMode>(a);
   const auto* w = reinterpret_cast<const uint4*>(a.w);
   const int64_t ldw8 = a.ldw / 8;
 
@@ -289,7 +338,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
     for (int p = 0; p < kPair; ++p) {
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
-        pre[p][u] = load_streaming(w + (first + p * n) * ldw8 + c0 + stride * u);
+        pre[p][u] = load_streaming(w + weight_row<kMode>(a, first, p) * ldw8 + c0 + stride * u);
       }
     }
   }
@@ -298,8 +347,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
   if (a.l2_prefetch > 0 && sub == 0 && first < n) {
 #pragma unroll
     for (int p = 0; p < kPair; ++p) {
-      prefetch_range_l2(reinterpret_cast<const char*>(w + (first + p * n) * ldw8), size_t(a.k) * 2,
-                        lane, 32);
+      prefetch_range_l2(reinterpret_cast<const char*>(w + weight_row<kMode>(a, first, p) * ldw8),
+                        size_t(a.k) * 2, lane, 32);
     }
   }
   // The norm weights do not depend on the previous kernel either.
@@ -350,7 +399,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
     if (active) {
       const uint4* wr[kPair];
 #pragma unroll
-      for (int p = 0; p < kPair; ++p) wr[p] = w + (task + p * n) * ldw8;
+      for (int p = 0; p < kPair; ++p) wr[p] = w + weight_row<kMode>(a, task, p) * ldw8;
       int c = c0;
       for (; c + stride * (kU - 1) < chunks; c += stride * kU) {
         uint4 wv[kPair][kU];
@@ -427,7 +476,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
     if (active && sub == 0 && lane == 0) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r], old[r]);
+        if constexpr (kMode == kRopePair) {
+          store_rope(a, r, task, acc[0][r], acc[1][r]);
+        } else {
+          store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r], old[r]);
+        }
       }
     }
   }
@@ -440,37 +493,66 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
   }
 }
 
-template <int kRows, bool kGated, typename OutT>
+// Blocks for `tasks` at `split` warps a task when every warp gets the same number of tasks
+// (at most `cap` blocks).
+int balanced_blocks(int tasks, int split, int cap) {
+  const int tasks_per_block = kWarps / split;
+  const int rounds = detail::ceil_div(tasks, tasks_per_block * cap);
+  return detail::ceil_div(tasks, tasks_per_block * rounds);
+}
+
+// The split whose balanced grid puts the least work on the busiest SM (at most 2 blocks an
+// SM): blocks there x rounds x tasks a block does per round.
+int least_loaded_split(int tasks, int sms) {
+  int best = 1;
+  int64_t best_load = 0;
+  for (int split : {1, 2, 4}) {
+    const int blocks = balanced_blocks(tasks, split, 2 * sms);
+    const int rounds = detail::ceil_div(tasks, kWarps / split * blocks);
+    const int64_t load =
+        static_cast<int64_t>(detail::ceil_div(blocks, sms)) * rounds * (kWarps / split);
+    if (split == 1 || load < best_load) {
+      best = split;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+template <int kRows, int kMode, typename OutT>
 cudaError_t launch_fused(const GemvArgs& a, cudaStream_t stream) {
   // Split 0: one warp per row while the rows fit one wave of warps (2 blocks of 16 per SM),
   // else two warps per row over a grid where every warp gets the same number of tasks
-  // (lab_decode_step, W1: qkv, gate_up, lm_head 2-7 % faster; o, down 1-3 % slower).
+  // (lab_decode_step, W1: qkv, gate_up, lm_head 2-7 % faster; o, down 1-3 % slower). RoPE
+  // pairs (3072 tasks of 2 rows for the 8B's qkv) take the split that loads the SMs most
+  // evenly (4 there: 256 blocks; 1 or 2 leave 192 blocks, 60 SMs with two).
   GemvArgs b = a;
-  const int cap = std::max(1, a.sm_count) * 2;
-  if (b.split == 0) b.split = a.n > cap * kWarps ? 2 : 1;
-  const int tasks_per_block = kWarps / b.split;
-  int blocks = std::min(detail::ceil_div(a.n, tasks_per_block), cap);
-  if (a.split == 0 && b.split > 1) {
-    const int rounds = detail::ceil_div(a.n, tasks_per_block * cap);
-    blocks = detail::ceil_div(a.n, tasks_per_block * rounds);
+  const int tasks = kMode == kRopePair ? a.n / 2 : a.n;
+  const int sms = std::max(1, a.sm_count);
+  const int cap = sms * 2;
+  if (b.split == 0) {
+    b.split = kMode == kRopePair ? least_loaded_split(tasks, sms) : (tasks > cap * kWarps ? 2 : 1);
   }
+  const int tasks_per_block = kWarps / b.split;
+  int blocks = std::min(detail::ceil_div(tasks, tasks_per_block), cap);
+  if (a.split == 0 && b.split > 1) blocks = balanced_blocks(tasks, b.split, cap);
   if (a.grid > 0) blocks = a.grid;
   const size_t smem = static_cast<size_t>(a.m) * a.k * sizeof(__nv_bfloat16);
-  return detail::launch_kernel(gemv_fused_kernel<kRows, kGated, OutT>, dim3(blocks),
+  return detail::launch_kernel(gemv_fused_kernel<kRows, kMode, OutT>, dim3(blocks),
                                dim3(kWarps * 32), smem, stream, a.pdl, b);
 }
 
-template <bool kGated, typename OutT>
+template <int kMode, typename OutT>
 cudaError_t dispatch_rows(const GemvArgs& a, cudaStream_t stream) {
   switch (a.m) {
     case 1:
-      return launch_fused<1, kGated, OutT>(a, stream);
+      return launch_fused<1, kMode, OutT>(a, stream);
     case 2:
-      return launch_fused<2, kGated, OutT>(a, stream);
+      return launch_fused<2, kMode, OutT>(a, stream);
     case 3:
-      return launch_fused<3, kGated, OutT>(a, stream);
+      return launch_fused<3, kMode, OutT>(a, stream);
     case 4:
-      return launch_fused<4, kGated, OutT>(a, stream);
+      return launch_fused<4, kMode, OutT>(a, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -520,7 +602,17 @@ bool gemv_bf16_supported(const GemvArgs& a) {
   if (a.split != 0 && a.split != 1 && a.split != 2 && a.split != 4) return false;
   if (a.l2_prefetch < 0 || a.l2_prefetch > 1) return false;
   if (a.prefetch_bytes > 0 && a.prefetch == nullptr) return false;
-  if (a.y == nullptr || a.ldy < a.n || a.ldx < a.k || a.ldw < a.k || a.grid < 0) return false;
+  if (a.ldx < a.k || a.ldw < a.k || a.grid < 0) return false;
+  if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
+    const RopeKvWriteArgs& r = a.rope;
+    return !a.y_f32 && r.q_heads > 0 && r.kv_heads > 0 && r.head_dim > 0 && r.head_dim % 2 == 0 &&
+           r.rotary_dim == r.head_dim && r.q_norm == nullptr && r.k_norm == nullptr &&
+           static_cast<int64_t>(r.q_heads + 2 * r.kv_heads) * r.head_dim == a.n &&
+           r.ld_q_out >= static_cast<int64_t>(r.q_heads) * r.head_dim && r.positions != nullptr &&
+           r.slots != nullptr && r.inv_freq != nullptr && r.q_out != nullptr &&
+           r.k_cache != nullptr && r.v_cache != nullptr;
+  }
+  if (a.y == nullptr || a.ldy < a.n) return false;
   const bool pair = gated(a.epilogue);
   if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;
   if (a.bias != nullptr && a.epilogue == GemvEpilogue::kAccumulate) return false;
@@ -531,12 +623,14 @@ bool gemv_bf16_supported(const GemvArgs& a) {
 cudaError_t gemv_bf16(const GemvArgs& a, cudaStream_t stream) {
   if (!gemv_bf16_supported(a)) return cudaErrorInvalidValue;
   cudaError_t err;
-  if (gated(a.epilogue)) {
-    err = dispatch_rows<true, __nv_bfloat16>(a, stream);
+  if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
+    err = dispatch_rows<kRopePair, __nv_bfloat16>(a, stream);
+  } else if (gated(a.epilogue)) {
+    err = dispatch_rows<kGatedPair, __nv_bfloat16>(a, stream);
   } else if (a.y_f32) {
-    err = dispatch_rows<false, float>(a, stream);
+    err = dispatch_rows<kSingle, float>(a, stream);
   } else {
-    err = dispatch_rows<false, __nv_bfloat16>(a, stream);
+    err = dispatch_rows<kSingle, __nv_bfloat16>(a, stream);
   }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/rope_kv_write.cuh"
+
 namespace hearth::cuda {
 
 constexpr int kGemvMaxRows = 4;  // rows the kernels take
@@ -42,6 +44,11 @@ enum class GemvEpilogue {
   kGatedSilu,    // y[j] = bf16(silu(bf16(v_j)) * bf16(v_{j+n})): w has 2n rows, gate then
                  // up, rounded as the unfused gemv + gated_activation pair (bf16 y only)
   kGatedGeluTanh,
+  kRopeKvWrite,  // w is a fused q|k|v projection of n = (q_heads + 2 kv_heads) * head_dim
+                 // rows; a warp computes rows i and i + head_dim / 2 of one head and stores
+                 // what rope_kv_write makes of bf16(v) (+ bias): rotated q into rope.q_out,
+                 // rotated k and v into the cache slots. Bits as gemv + rope_kv_write; y is
+                 // not written. Needs rotary_dim == head_dim and no q/k norm.
 };
 
 struct GemvArgs {
@@ -75,10 +82,14 @@ struct GemvArgs {
   // the next GEMV's weights, when small kernels run in between.
   const void* prefetch = nullptr;
   size_t prefetch_bytes = 0;
+  // kRopeKvWrite: positions, slots, inv_freq, attention_scaling, q_out, ld_q_out, k_cache,
+  // v_cache, q_heads, kv_heads, head_dim and rotary_dim (one row of positions / slots per
+  // row of x); qkv, ld_qkv, tokens and the q/k norms are not used.
+  RopeKvWriteArgs rope;
 };
 
 // True when gemv_bf16(args) handles the arguments (the same shape rules as above, plus the
-// epilogue's output type and split in {1, 2, 4}).
+// epilogue's output type and split in {1, 2, 4}; for kRopeKvWrite, rope's shapes).
 bool gemv_bf16_supported(const GemvArgs& args);
 cudaError_t gemv_bf16(const GemvArgs& args, cudaStream_t stream);
 

@@ -10,6 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/paged_attention_prefill.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace hearth::cuda {
 namespace {
@@ -105,12 +106,11 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 template <int kHeadDim>
 __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2))
     decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Our merge kernel (launched programmatically dependent) may start its prologue now. With
-  // one split the next kernel is someone else's: it waits for our completion, so its blocks
-  // do not sit on SMs this grid's later waves need.
-  if (a.num_splits > 1) asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  // Our merge kernel (launched programmatically dependent) may start its prologue now; under
+  // PDL also the caller's next kernel (the decode step's o GEMV streams its first weights
+  // while attention runs). That kernel launches only once every block of this grid has
+  // started, so it never takes the place of one of ours.
+  if (a.num_splits > 1 || a.pdl) detail::launch_dependents();
   constexpr int kDl = kHeadDim >= 32 ? 8 : 4;    // bf16 per load
   constexpr int kChunks = kHeadDim / (4 * kDl);  // loads per key row per lane
   constexpr int kWords = kDl / 2;                // 32-bit words per load
@@ -133,7 +133,32 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   const int head0 = kv_head * group + chunk * kGroupHeads;
   const int heads = min(kGroupHeads, group - chunk * kGroupHeads);
   const int split = blockIdx.z;
-  // q first: it does not depend on the sequence lookup, so both round trips overlap.
+  // The step metadata (sequence lookup, block-table entries) is not written by the previous
+  // kernel: under PDL it loads before the wait; q and K/V after it.
+  const KeyRange range = key_range(a, t);
+  if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
+  const int span = max(range.hi - range.lo, 0);
+  int per_split = (span + a.num_splits - 1) / a.num_splits;
+  per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
+  const int s_lo = range.lo + split * per_split;
+  const int s_hi = min(range.hi, s_lo + per_split);
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int tq = lane & 3;
+
+  const int32_t* table = a.block_tables + static_cast<int64_t>(range.seq) * a.ld_block_tables;
+  const int64_t slot_stride = static_cast<int64_t>(a.kv_heads) * kHeadDim;
+  const Bf16* k_base = a.k_cache + kv_head * kHeadDim + kDl * tq;
+  const Bf16* v_base = a.v_cache + kv_head * kHeadDim + kDl * tq;
+
+  constexpr int kStride = kWarps * kKeysPerWarp;
+  auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
+  // Block-table entries of the warp's next step are loaded one step ahead.
+  int e0 = entry(s_lo + warp * kKeysPerWarp + g);
+  int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
+  detail::grid_dependency_wait();  // q and this step's K/V row come from the previous kernel
   constexpr int kQPerThread = kGroupHeads * kHeadDim / (kWarps * 32);
   Bf16 q_r[kQPerThread];
 #pragma unroll
@@ -143,13 +168,6 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
   }
-  const KeyRange range = key_range(a, t);
-  if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
-  const int span = max(range.hi - range.lo, 0);
-  int per_split = (span + a.num_splits - 1) / a.num_splits;
-  per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
-  const int s_lo = range.lo + split * per_split;
-  const int s_hi = min(range.hi, s_lo + per_split);
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
     int i = threadIdx.x + u * kWarps * 32;
@@ -157,11 +175,6 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
     q_s[hh * kQStride + (i - hh * kHeadDim)] = q_r[u];
   }
   __syncthreads();
-
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int g = lane >> 2;
-  const int tq = lane & 3;
 
   // Q^T fragments (B of the first mma): head g, dims permuted like K's registers.
   uint32_t qb[kSteps][2];
@@ -185,16 +198,6 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
 
-  const int32_t* table = a.block_tables + static_cast<int64_t>(range.seq) * a.ld_block_tables;
-  const int64_t slot_stride = static_cast<int64_t>(a.kv_heads) * kHeadDim;
-  const Bf16* k_base = a.k_cache + kv_head * kHeadDim + kDl * tq;
-  const Bf16* v_base = a.v_cache + kv_head * kHeadDim + kDl * tq;
-
-  constexpr int kStride = kWarps * kKeysPerWarp;
-  auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
-  // Block-table entries of the warp's next step are loaded one step ahead.
-  int e0 = entry(s_lo + warp * kKeysPerWarp + g);
-  int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
   for (int tile = s_lo + warp * kKeysPerWarp; tile < s_hi; tile += kStride) {
     const int j0 = tile + g;
     const int j1 = j0 + 8;
@@ -347,10 +350,9 @@ __global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, cons
   __shared__ float scratch[32];
   const int t = blockIdx.x;
   const int h = blockIdx.y;
+  if (a.pdl) detail::launch_dependents();  // as in decode_kernel
   if (skip_q_len > 0 && key_range(a, t).q_len >= skip_q_len) return;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel's partials
-#endif
+  detail::grid_dependency_wait();  // the split kernel's partials
   const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
   const int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
   float m[kMaxSplits / 128];
@@ -415,7 +417,9 @@ cudaError_t launch(const PagedAttentionArgs& a, cudaStream_t stream) {
                                                                  a.tokens * a.q_heads * a.head_dim;
   const int group = a.q_heads / a.kv_heads;
   dim3 grid(a.tokens, a.kv_heads * detail::ceil_div(group, kGroupHeads), a.num_splits);
-  decode_kernel<kHeadDim><<<grid, kWarps * 32, 0, stream>>>(a, partial_o, partial_ml, skip_q_len);
+  cudaError_t launched = detail::launch_kernel(decode_kernel<kHeadDim>, grid, dim3(kWarps * 32), 0,
+                                               stream, a.pdl, a, partial_o, partial_ml, skip_q_len);
+  if (launched != cudaSuccess) return launched;
   if (a.num_splits == 1) return cudaGetLastError();
   // On sm_90 the merge launches while the split kernel drains (griddepcontrol.wait inside).
   int device = 0;

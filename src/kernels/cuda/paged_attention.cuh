@@ -35,6 +35,11 @@ struct PagedAttentionArgs {
   int sliding_window = 0;      // 0: off
   int num_splits = 1;          // 1..256, from paged_attention_num_splits(); > 1 needs the workspace
   float* workspace = nullptr;  // paged_attention_workspace_bytes() bytes when num_splits > 1
+  // Programmatic dependent launch (sm_90+ only; the caller checks): the decode kernel looks
+  // up its sequence and first block-table entries (step metadata, which no kernel writes)
+  // before it waits for the previous kernel, and every attention kernel lets the next
+  // PDL-launched kernel start at once (its blocks' weight loads overlap the attention).
+  bool pdl = false;
 };
 
 // A split count that fills the device: 1 when the (token, KV head) grid already does. A pure

@@ -1,7 +1,9 @@
 // RoPE + QKV split + paged KV write: one block per token, one warp per head at a time.
 // Angles are computed in f32 as position * inv_freq (as transformers does) with accurate
-// sincosf: fast intrinsics lose precision at large positions.
+// sincosf (detail::rope_pair, shared with the qkv GEMV's fused form).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_fusion.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/rope_kv_write.cuh"
 
 namespace hearth::cuda {
@@ -10,6 +12,9 @@ namespace {
 constexpr int kWarps = 8;
 
 __global__ void rope_kv_write_kernel(RopeKvWriteArgs a) {
+  // A PDL-launched paged attention may start its metadata prologue now (it waits for this
+  // grid before reading q or the cache); without PDL this is a no-op.
+  detail::launch_dependents();
   int t = blockIdx.x;
   int lane = threadIdx.x & 31;
   int warp = threadIdx.x >> 5;
@@ -53,15 +58,8 @@ __global__ void rope_kv_write_kernel(RopeKvWriteArgs a) {
       return v;
     };
     for (int i = lane; i < half; i += 32) {
-      float s;
-      float c;
-      sincosf(pos * a.inv_freq[i], &s, &c);
-      c *= a.attention_scaling;
-      s *= a.attention_scaling;
-      float x1 = load(i);
-      float x2 = load(i + half);
-      dst[i] = __float2bfloat16(x1 * c - x2 * s);
-      dst[i + half] = __float2bfloat16(x2 * c + x1 * s);
+      detail::rope_pair(pos, a.inv_freq[i], a.attention_scaling, load(i), load(i + half), &dst[i],
+                        &dst[i + half]);
     }
     for (int i = a.rotary_dim + lane; i < a.head_dim; i += 32) dst[i] = __float2bfloat16(load(i));
   }

@@ -567,20 +567,6 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
   for (int l = 0; l < c.num_layers; ++l) {
     DeviceLayer& layer = layers_[l];
     // Attention block: resid += o_proj(attention(rope(q), rope(k), v)).
-    if (fused) {
-      // No L2 prefetch of o's weights from the qkv GEMV: W4's lab_decode_step measured the
-      // 8B step at 4.340 ms with it and 4.267 ms without (graph replay, same run).
-      cuda::GemvArgs qa =
-          gemv_args(layer.qkv, resid, n, qkv_.data(), Epi::kStore, &layer.input_norm);
-      HEARTH_RETURN_IF_ERROR(cuda_status(cuda::gemv_bf16(qa, st), "fused GEMV"));
-    } else {
-      HEARTH_RETURN_IF_ERROR(
-          cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
-                                             layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
-                                             hidden, n, hidden, st),
-                      "input norm"));
-      HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
-    }
     cuda::RopeKvWriteArgs r;
     r.qkv = qkv_.as<Bf16>();
     r.ld_qkv = qkv_dim;
@@ -600,7 +586,30 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
     r.kv_heads = c.num_kv_heads;
     r.head_dim = c.head_dim;
     r.rotary_dim = rotary_dim_;
-    HEARTH_RETURN_IF_ERROR(cuda_status(cuda::rope_kv_write(r, st), "rope + KV write"));
+    bool roped = false;  // the qkv GEMV's epilogue did rope_kv_write's work
+    if (fused) {
+      // No L2 prefetch of o's weights from the qkv GEMV: W4's lab_decode_step measured the
+      // 8B step at 4.340 ms with it and 4.267 ms without (graph replay, same run). RoPE and
+      // the KV write ride in the GEMV's epilogue where supported (no q/k norm, full rotary
+      // dims): one kernel and one launch gap less a layer, the same bits.
+      cuda::GemvArgs qa =
+          gemv_args(layer.qkv, resid, n, qkv_.data(), Epi::kStore, &layer.input_norm);
+      cuda::GemvArgs qr = qa;
+      qr.epilogue = Epi::kRopeKvWrite;
+      qr.rope = r;
+      roped = cuda::gemv_bf16_supported(qr);
+      HEARTH_RETURN_IF_ERROR(cuda_status(cuda::gemv_bf16(roped ? qr : qa, st), "fused GEMV"));
+    } else {
+      HEARTH_RETURN_IF_ERROR(
+          cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
+                                             layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
+                                             hidden, n, hidden, st),
+                      "input norm"));
+      HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
+    }
+    if (!roped) {
+      HEARTH_RETURN_IF_ERROR(cuda_status(cuda::rope_kv_write(r, st), "rope + KV write"));
+    }
     cuda::PagedAttentionArgs a;
     a.q = q_.as<Bf16>();
     a.ld_q = c.q_dim();
@@ -622,6 +631,10 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
     a.sliding_window = c.sliding_window && c.layer_uses_window[l] ? *c.sliding_window : 0;
     a.num_splits = splits;
     a.workspace = attn_ws_.as<float>();
+    // PDL: the sequence lookup and first block-table entries load before the wait on the
+    // previous kernel (rope_kv_write or the fused qkv GEMV); in fused decode steps the o GEMV
+    // (PDL too) starts streaming its weights while attention runs.
+    a.pdl = ctx_->properties().major >= 9;
     HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
     if (fused) {
       // o (+ residual), then the MLP block below in two kernels.
