@@ -249,6 +249,7 @@ struct StepVariant {
              // auto picks 4); -1: skipped (timing only)
   int attn;  // 0: paged_attention; 1: with PDL (prologue before the wait, early trigger); -1:
              // skipped
+  int attn_splits = 0;  // 0: paged_attention_num_splits (the model's choice)
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -284,8 +285,9 @@ void decode_step(Lab& lab, double copy_bw) {
   std::vector<float> freqs(s.hd / 2);
   for (int i = 0; i < s.hd / 2; ++i) freqs[i] = 1.0f / std::pow(500000.0f, 2.0f * i / s.hd);
   DeviceBuffer dfreq = lab.upload(freqs);
-  const int splits = paged_attention_num_splits(1, s.q_heads, ctx_len + 1, lab.sms());
-  DeviceBuffer attn_ws = lab.raw(paged_attention_workspace_bytes(1, s.q_heads, s.hd, splits));
+  const int splits = paged_attention_num_splits(1, s.q_heads, s.kv_heads, ctx_len + 1, lab.sms());
+  DeviceBuffer attn_ws =
+      lab.raw(paged_attention_workspace_bytes(1, s.q_heads, s.hd, std::max(splits, 8)));
 
   auto gemv = [&](const StepVariant& v, const DeviceBuffer& w, const Bf16* x, int n, int k, void* y,
                   bool f32, GemvEpilogue epi, const Bf16* norm, const DeviceBuffer* next = nullptr,
@@ -336,7 +338,7 @@ void decode_step(Lab& lab, double copy_bw) {
     r.rotary_dim = s.hd;
     return r;
   };
-  auto attention = [&](int l, int rope, int attn_mode) {
+  auto attention = [&](int l, int rope, int attn_mode, int attn_splits) {
     if (rope == 0) CK(rope_kv_write(rope_args(l), st));
     if (attn_mode < 0) return;
     PagedAttentionArgs a;
@@ -357,7 +359,7 @@ void decode_step(Lab& lab, double copy_bw) {
     a.head_dim = s.hd;
     a.block_size = 16;
     a.scale = 0.0884f;
-    a.num_splits = splits;
+    a.num_splits = attn_splits > 0 ? attn_splits : splits;
     a.workspace = attn_ws.as<float>();
     a.pdl = attn_mode == 1;
     CK(paged_attention(a, st));
@@ -371,7 +373,7 @@ void decode_step(Lab& lab, double copy_bw) {
                             st));
         gemv(v, qkv[l], xn.as<Bf16>(), s.qkv(), s.hidden, qkv_out.data(), false,
              GemvEpilogue::kStore, nullptr);
-        attention(l, v.rope, v.attn);
+        attention(l, v.rope, v.attn, v.attn_splits);
         gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, delta.data(), false,
              GemvEpilogue::kStore, nullptr);
         CK(rmsnorm_residual(delta.as<Bf16>(), s.hidden, res, s.hidden, norm2[l].as<Bf16>(), 0.0f,
@@ -405,7 +407,7 @@ void decode_step(Lab& lab, double copy_bw) {
           gemv(v, qkv[l], res, s.qkv(), s.hidden, qkv_out.data(), false, GemvEpilogue::kStore,
                norm1[l].as<Bf16>(), v.next >= 1 ? &o[l] : nullptr, size_t(s.hidden) * s.hidden * 2);
         }
-        attention(l, v.rope, v.attn);
+        attention(l, v.rope, v.attn, v.attn_splits);
         gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, res, false, GemvEpilogue::kResidualAdd,
              nullptr, v.next >= 2 ? &gu[l] : nullptr, size_t{16} << 20);
         gemv(v, gu[l], res, s.inter, s.hidden, act.data(), false, GemvEpilogue::kGatedSilu,
@@ -440,6 +442,9 @@ void decode_step(Lab& lab, double copy_bw) {
       {"  + rope in qkv + attention pdl (src now)", false, true, true, 0, 0, 0, 1, 1},
       {"  rope in qkv at split 2 + attention pdl", false, true, true, 0, 0, 0, 2, 1},
       {"  rope in qkv at split 1 + attention pdl", false, true, true, 0, 0, 0, 3, 1},
+      {"  src now, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2},
+      {"  src now, attention 4 splits", false, true, true, 0, 0, 0, 1, 1, 4},
+      {"  src now, attention 8 splits", false, true, true, 0, 0, 0, 1, 1, 8},
       {"timing: fused, no rope kernel", false, true, true, 0, 0, 0, -1, 0},
       {"timing: fused, no attention", false, true, true, 0, 0, 0, 0, -1},
       {"timing: fused, no rope, no attention", false, true, true, 0, 0, 0, -1, -1},
