@@ -250,6 +250,7 @@ struct StepVariant {
   int attn;  // 0: paged_attention; 1: with PDL (prologue before the wait, early trigger); -1:
              // skipped
   int attn_splits = 0;  // 0: paged_attention_num_splits (the model's choice)
+  bool o_l2 = false;  // the o GEMV pulls its first rows into L2 before its wait (during attention)
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -291,7 +292,7 @@ void decode_step(Lab& lab, double copy_bw) {
 
   auto gemv = [&](const StepVariant& v, const DeviceBuffer& w, const Bf16* x, int n, int k, void* y,
                   bool f32, GemvEpilogue epi, const Bf16* norm, const DeviceBuffer* next = nullptr,
-                  size_t next_bytes = 0) {
+                  size_t next_bytes = 0, int l2 = -1) {
     if (v.old_kernel) {
       CK(gemv_bf16(x, k, w.as<Bf16>(), k, y, n, f32, false, 1, n, k, lab.sms(), st));
       return;
@@ -313,7 +314,7 @@ void decode_step(Lab& lab, double copy_bw) {
     a.sm_count = lab.sms();
     a.split = v.split;
     a.pdl = v.pdl;
-    a.l2_prefetch = v.l2_prefetch;
+    a.l2_prefetch = l2 >= 0 ? l2 : v.l2_prefetch;
     if (next != nullptr) {
       a.prefetch = next->data();
       a.prefetch_bytes = next_bytes;
@@ -409,7 +410,7 @@ void decode_step(Lab& lab, double copy_bw) {
         }
         attention(l, v.rope, v.attn, v.attn_splits);
         gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, res, false, GemvEpilogue::kResidualAdd,
-             nullptr, v.next >= 2 ? &gu[l] : nullptr, size_t{16} << 20);
+             nullptr, v.next >= 2 ? &gu[l] : nullptr, size_t{16} << 20, v.o_l2 ? 1 : -1);
         gemv(v, gu[l], res, s.inter, s.hidden, act.data(), false, GemvEpilogue::kGatedSilu,
              norm2[l].as<Bf16>());
         gemv(v, down[l], act.as<Bf16>(), s.hidden, s.inter, res, false, GemvEpilogue::kResidualAdd,
@@ -445,6 +446,9 @@ void decode_step(Lab& lab, double copy_bw) {
       {"  src now, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2},
       {"  src now, attention 4 splits", false, true, true, 0, 0, 0, 1, 1, 4},
       {"  src now, attention 8 splits", false, true, true, 0, 0, 0, 1, 1, 8},
+      {"  src now + o GEMV L2 first rows", false, true, true, 0, 0, 0, 1, 1, 0, true},
+      {"  src now + o L2 first rows, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2,
+       true},
       {"timing: fused, no rope kernel", false, true, true, 0, 0, 0, -1, 0},
       {"timing: fused, no attention", false, true, true, 0, 0, 0, 0, -1},
       {"timing: fused, no rope, no attention", false, true, true, 0, 0, 0, -1, -1},
