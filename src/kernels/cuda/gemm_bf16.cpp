@@ -2,9 +2,41 @@
 // terms, Yc[n, m] = Wc[k, n]ᵀ · Xc[k, m]: A = w (transposed), B = x, C = D = y.
 #include "kernels/cuda/gemm_bf16.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/gemv_bf16.cuh"
 
 namespace hearth::cuda {
+namespace {
+
+// Counters a split-K launch may need: its tiles number fewer than the block slots.
+constexpr int kSkinnyCounters = 1024;
+
+}  // namespace
+
+GemmBf16Options GemmBf16Options::from_env() {
+  GemmBf16Options options;
+  const char* env = std::getenv("HEARTH_SKINNY_GEMM");
+  if (env != nullptr && std::strcmp(env, "0") == 0) options.skinny = false;
+  if (env != nullptr && std::strcmp(env, "1") == 0) options.skinny = true;
+  return options;
+}
+
+bool skinny_gemm_routed(int m, int n, int k) {
+  (void)n;
+  (void)k;
+  return m >= kSkinnyMinRoutedRows && m <= kSkinnyMaxRoutedRows;
+}
+
+GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), options_(options) {
+  if (!options_.skinny) return;
+  auto counters = ctx.allocate(kSkinnyCounters * sizeof(unsigned), "skinny GEMM counters");
+  if (counters.ok() &&
+      cudaMemset(counters->data(), 0, kSkinnyCounters * sizeof(unsigned)) == cudaSuccess) {
+    skinny_counters_ = std::move(counters).value();
+  }
+}
 
 GemmBf16::~GemmBf16() {
   for (auto& [key, plan] : plans_) {
@@ -73,6 +105,32 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
         gemv_bf16(x, s.ldx, w, s.ldw, y, s.ldy, s.out == GemmOut::kF32, s.accumulate, s.m, s.n, s.k,
                   ctx_->properties().multiProcessorCount, ctx_->stream()),
         "bf16 GEMV");
+  }
+  if (options_.skinny && skinny_gemm_routed(s.m, s.n, s.k)) {
+    SkinnyGemmArgs a;
+    a.x = x;
+    a.ldx = s.ldx;
+    a.w = w;
+    a.ldw = s.ldw;
+    a.y = y;
+    a.ldy = s.ldy;
+    a.y_f32 = s.out == GemmOut::kF32;
+    a.accumulate = s.accumulate;
+    a.m = s.m;
+    a.n = s.n;
+    a.k = s.k;
+    a.sm_count = ctx_->properties().multiProcessorCount;
+    if (skinny_gemm_supported(a)) {
+      SkinnyGemmPlan plan = skinny_gemm_plan(a);
+      if (plan.splits > 1 &&
+          (plan.partial_floats * sizeof(float) > ctx_->workspace_size() ||
+           plan.counters > kSkinnyCounters || skinny_counters_.data() == nullptr)) {
+        a.splits = 1;  // no room for the partials: one unit per tile
+      }
+      a.partials = static_cast<float*>(ctx_->workspace());
+      a.counters = skinny_counters_.as<unsigned>();
+      return cuda_status(skinny_gemm(a, ctx_->stream()), "skinny bf16 GEMM");
+    }
   }
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s));
   float alpha = 1.0f;

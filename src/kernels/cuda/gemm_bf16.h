@@ -1,7 +1,8 @@
 // bf16 GEMM through cuBLASLt with f32 accumulation, in the layout of a torch Linear:
 // y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + the heuristic's
 // algorithm) are cached per shape, so a decode step pays no planning cost. Small m (decode)
-// goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
+// goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1,
+// and batched decode's skinny m to skinny_gemm (gemm_skinny.cuh) where it beats cuBLASLt.
 #pragma once
 
 #include <cublasLt.h>
@@ -13,6 +14,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/device_context.h"
+#include "kernels/cuda/gemm_skinny.cuh"
 
 namespace hearth::cuda {
 
@@ -29,9 +31,21 @@ struct GemmShape {
   bool accumulate = false;  // beta = 1 (y += x·wᵀ, e.g. the residual add) instead of 0
 };
 
+struct GemmBf16Options {
+  // Route skinny m (see skinny_gemm_routed) to skinny_gemm instead of cuBLASLt. Only the f32
+  // summation order differs. from_env: HEARTH_SKINNY_GEMM=0 turns it off, =1 on (A/B runs);
+  // unset keeps this default.
+  bool skinny = false;
+  static GemmBf16Options from_env();
+};
+
+// True when GemmBf16 sends the shape to skinny_gemm (rows and shapes where the lab measured
+// it faster than cuBLASLt; dev/cuda/NOTES.md, gpu-gemm).
+bool skinny_gemm_routed(int m, int n, int k);
+
 class GemmBf16 {
  public:
-  explicit GemmBf16(DeviceContext& ctx) : ctx_(&ctx) {}
+  explicit GemmBf16(DeviceContext& ctx, GemmBf16Options options = GemmBf16Options::from_env());
   ~GemmBf16();
   GemmBf16(const GemmBf16&) = delete;
   GemmBf16& operator=(const GemmBf16&) = delete;
@@ -52,6 +66,9 @@ class GemmBf16 {
   Result<const Plan*> plan_for(const GemmShape& shape);
 
   DeviceContext* ctx_;
+  GemmBf16Options options_;
+  DeviceBuffer skinny_counters_;  // split-K arrival counters, zero between calls (empty:
+                                  // no split-K); the partials live in ctx's workspace
   std::map<Key, Plan> plans_;
 };
 

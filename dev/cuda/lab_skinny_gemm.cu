@@ -1,0 +1,355 @@
+// Lab for the skinny bf16 GEMM (issue 6): src's skinny_gemm against cuBLASLt (GemmBf16) on
+// the 8B shapes (qkv, o, gate_up, down, lm_head) at m = 16..128, timed as a decode step runs
+// them: weights from DRAM (each timed chain rotates over > 256 MB of distinct weight copies,
+// so the 60 MB L2 never holds them) and calls replayed from one CUDA graph. Every variant's
+// output is checked against cuBLASLt's (bf16: within one rounding; a failed check prints and
+// the lab goes on). Then an 8-layer chain of the four layer GEMMs per m.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "dev/cuda/fill.cuh"
+#include "dev/cuda/lab.h"
+#include "kernels/cuda/device_context.h"
+#include "kernels/cuda/gemm_bf16.h"
+#include "kernels/cuda/gemm_skinny.cuh"
+
+namespace hearth::cuda::dev {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+struct Shape {
+  const char* name;
+  int n;
+  int k;
+};
+constexpr Shape kShapes[] = {{"qkv", 6144, 4096},
+                             {"o", 4096, 4096},
+                             {"gate_up", 28672, 4096},
+                             {"down", 4096, 14336},
+                             {"lm_head", 128256, 4096}};
+constexpr int kMaxRows = 256;
+
+// Seconds per call of fn(i) over `calls` calls captured into one graph (median of replays).
+template <typename F>
+double graph_us(cudaStream_t st, int calls, F&& fn) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) fn(i);
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = median_ms(
+      st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 9, 2);
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  return ms * 1e3 / calls;
+}
+
+std::vector<float> to_host_bf16(const Bf16* d, size_t count) {
+  std::vector<Bf16> h(count);
+  CK(cudaMemcpy(h.data(), d, count * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> f(count);
+  for (size_t i = 0; i < count; ++i) f[i] = __bfloat162float(h[i]);
+  return f;
+}
+
+std::vector<float> to_host_f32(const float* d, size_t count) {
+  std::vector<float> f(count);
+  CK(cudaMemcpy(f.data(), d, count * 4, cudaMemcpyDeviceToHost));
+  return f;
+}
+
+// Worst |a - ref| in units of the allowed error: one bf16 rounding of |ref| (2^-7 relative,
+// bf16 outputs) or 1e-5 relative (f32), plus a small absolute floor. <= 1 passes.
+double check_ratio(const std::vector<float>& got, const std::vector<float>& ref, bool f32) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double tol = (f32 ? 1e-5 : 1.0 / 128) * std::fabs(ref[i]) + (f32 ? 1e-5 : 1e-3);
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    if (!(err <= tol * 1e6)) return 1e9;  // NaN or garbage
+    worst = std::max(worst, err / tol);
+  }
+  return worst;
+}
+
+struct Workspace {
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+  size_t partial_floats = size_t{32} << 20;  // 128 MB
+  int counter_count = 1 << 16;
+};
+
+struct Variant {
+  int bn;
+  int occupancy;
+  int splits;  // 0 = auto
+  bool pdl;
+  bool evict_first;
+};
+
+std::string describe(const SkinnyGemmPlan& p, const Variant& v) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "bn%d mt%d st%d s%d g%d%s%s", p.bn, p.mt, p.stages, p.splits,
+                p.grid, v.pdl ? " pdl" : "", v.evict_first ? " ef" : "");
+  return buf;
+}
+
+SkinnyGemmArgs make_args(int m, int n, int k, const Bf16* x, const Bf16* w, void* y, bool f32,
+                         int sm, const Variant& v, const Workspace& ws) {
+  SkinnyGemmArgs a;
+  a.x = x;
+  a.ldx = k;
+  a.w = w;
+  a.ldw = k;
+  a.y = y;
+  a.ldy = n;
+  a.y_f32 = f32;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.sm_count = sm;
+  a.bn = v.bn;
+  a.occupancy = v.occupancy;
+  a.splits = v.splits;
+  a.pdl = v.pdl;
+  a.evict_first = v.evict_first;
+  a.partials = ws.partials;
+  a.counters = ws.counters;
+  return a;
+}
+
+bool plan_fits(const SkinnyGemmPlan& p, const Workspace& ws) {
+  return p.partial_floats <= ws.partial_floats && p.counters <= ws.counter_count;
+}
+
+void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Workspace& ws) {
+  cudaStream_t st = ctx.stream();
+  const int sm = ctx.properties().multiProcessorCount;
+  const size_t wbytes = size_t(s.n) * s.k * 2;
+  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
+  const int calls = std::max(8, 2 * copies);
+  Bf16* w = nullptr;
+  Bf16* x = nullptr;
+  Bf16* y_ref = nullptr;
+  Bf16* y = nullptr;
+  float* yf_ref = nullptr;
+  float* yf = nullptr;
+  CK(cudaMalloc(&w, wbytes * copies));
+  CK(cudaMalloc(&x, size_t(kMaxRows) * s.k * 2));
+  CK(cudaMalloc(&y_ref, size_t(kMaxRows) * s.n * 2));
+  CK(cudaMalloc(&y, size_t(kMaxRows) * s.n * 2));
+  CK(cudaMalloc(&yf_ref, size_t(kMaxRows) * s.n * 4));
+  CK(cudaMalloc(&yf, size_t(kMaxRows) * s.n * 4));
+  CK(fill_random_bf16(w, size_t(s.n) * s.k * copies, 100 + s.n, 0.05f, st));
+  CK(fill_random_bf16(x, size_t(kMaxRows) * s.k, 7, 1.0f, st));
+  auto wcopy = [&](int i) { return w + size_t(i % copies) * s.n * s.k; };
+  GemmBf16Options cublas_only;
+  cublas_only.skinny = false;
+  GemmBf16 gemm(ctx, cublas_only);
+  std::printf("\n== %s %dx%d (%.1f MB bf16, %d copies, %d calls a graph)\n", s.name, s.n, s.k,
+              wbytes / 1e6, copies, calls);
+
+  // Correctness of odd shapes first: ragged m, accumulate, f32 out (auto variant).
+  for (int m : {1, 5, 37, 100}) {
+    for (int mode = 0; mode < 3; ++mode) {  // 0 bf16, 1 bf16 accumulate, 2 f32 accumulate
+      const bool f32 = mode == 2;
+      const bool accumulate = mode != 0;
+      try {
+        const size_t count = size_t(m) * s.n;
+        if (f32) {
+          CK(cudaMemsetAsync(yf_ref, 0, count * 4, st));
+          CK(cudaMemsetAsync(yf, 0, count * 4, st));
+        } else {
+          CK(fill_random_bf16(y_ref, count, 5, 1.0f, st));
+          CK(cudaMemcpyAsync(y, y_ref, count * 2, cudaMemcpyDeviceToDevice, st));
+        }
+        GemmShape g{m, s.n, s.k, s.k, s.k, s.n, f32 ? GemmOut::kF32 : GemmOut::kBf16, accumulate};
+        CK(gemm.run(g, x, w, f32 ? static_cast<void*>(yf_ref) : y_ref));
+        SkinnyGemmArgs a =
+            make_args(m, s.n, s.k, x, w, f32 ? static_cast<void*>(yf) : y, f32, sm, {}, ws);
+        a.accumulate = accumulate;
+        CK(skinny_gemm(a, st));
+        CK(cudaStreamSynchronize(st));
+        const double r =
+            f32 ? check_ratio(to_host_f32(yf, count), to_host_f32(yf_ref, count), true)
+                : check_ratio(to_host_bf16(y, count), to_host_bf16(y_ref, count), false);
+        std::printf("  check m=%d %s%s: %s (worst %.2f of tolerance)\n", m, f32 ? "f32" : "bf16",
+                    accumulate ? " accumulate" : "", r <= 1 ? "ok" : "FAIL", r);
+      } catch (const std::exception& e) {
+        std::printf("  check m=%d mode %d: ERROR %s\n", m, mode, e.what());
+      }
+    }
+  }
+
+  for (int m : {8, 16, 32, 64, 128, 256}) {
+    const size_t count = size_t(m) * s.n;
+    GemmShape g{m, s.n, s.k, s.k, s.k, s.n, GemmOut::kBf16, false};
+    double cublas_us = 0;
+    try {
+      CK(gemm.run(g, x, w, y_ref));
+      CK(cudaStreamSynchronize(st));
+      cublas_us = graph_us(st, calls, [&](int i) { CK(gemm.run(g, x, wcopy(i), y)); });
+    } catch (const std::exception& e) {
+      std::printf("  m=%d cuBLASLt ERROR %s\n", m, e.what());
+      continue;
+    }
+    const std::vector<float> ref = to_host_bf16(y_ref, count);
+    auto pct = [&](double us) { return 100.0 * wbytes / (us * 1e-6) / copy_bw; };
+    std::printf("  m=%3d cuBLASLt %8.1f us (%5.1f%% of copy)\n", m, cublas_us, pct(cublas_us));
+    std::vector<Variant> variants = {
+        {0, 0, 0, false, false}, {0, 0, 0, true, false}, {0, 0, 0, false, true}};
+    for (int bn : {64, 128}) {
+      for (int occ : {1, 2}) {
+        for (int splits : {1, 2, 3, 4, 6, 8}) variants.push_back({bn, occ, splits, false, false});
+      }
+    }
+    double best_us = 1e30;
+    std::string best;
+    std::string line;
+    int last_group = -1;
+    for (size_t vi = 0; vi < variants.size(); ++vi) {
+      const Variant& v = variants[vi];
+      SkinnyGemmArgs a = make_args(m, s.n, s.k, x, w, y, false, sm, v, ws);
+      const SkinnyGemmPlan plan = skinny_gemm_plan(a);
+      if (v.splits > 1 && plan.units > 4 * sm * std::max(1, v.occupancy)) continue;
+      if (!plan_fits(plan, ws)) continue;
+      const std::string name = describe(plan, v);
+      try {
+        CK(cudaMemsetAsync(y, 0, count * 2, st));
+        CK(skinny_gemm(a, st));
+        CK(cudaStreamSynchronize(st));
+        const double r = check_ratio(to_host_bf16(y, count), ref, false);
+        const double us = graph_us(st, calls, [&](int i) {
+          SkinnyGemmArgs b = a;
+          b.w = wcopy(i);
+          CK(skinny_gemm(b, st));
+        });
+        if (r > 1) std::printf("    CHECK FAIL %s (worst %.2f of tolerance)\n", name.c_str(), r);
+        if (r <= 1 && us < best_us) {
+          best_us = us;
+          best = name;
+        }
+        const int group = v.bn == 0 ? 0 : v.bn * 10 + v.occupancy;
+        if (group != last_group && !line.empty()) {
+          std::printf("    %s\n", line.c_str());
+          line.clear();
+        }
+        last_group = group;
+        char buf[128];
+        std::snprintf(buf, sizeof(buf), "%s%s %.1f us %.1f%%", line.empty() ? "" : " | ",
+                      name.c_str(), us, pct(us));
+        line += buf;
+      } catch (const std::exception& e) {
+        std::printf("    %s ERROR %s\n", name.c_str(), e.what());
+      }
+    }
+    if (!line.empty()) std::printf("    %s\n", line.c_str());
+    std::printf("  m=%3d best %s %.1f us (%.1f%% of copy) = %.2fx cuBLASLt\n", m, best.c_str(),
+                best_us, pct(best_us), cublas_us / best_us);
+    std::fflush(stdout);
+  }
+  CK(cudaFree(w));
+  CK(cudaFree(x));
+  CK(cudaFree(y_ref));
+  CK(cudaFree(y));
+  CK(cudaFree(yf_ref));
+  CK(cudaFree(yf));
+}
+
+// 8 layers x (qkv, o, gate_up, down), distinct weights, one graph: cuBLASLt vs auto skinny.
+void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
+  cudaStream_t st = ctx.stream();
+  const int sm = ctx.properties().multiProcessorCount;
+  constexpr int kLayers = 8;
+  std::vector<Bf16*> w(4 * kLayers);
+  size_t layer_bytes = 0;
+  for (int i = 0; i < 4; ++i) layer_bytes += size_t(kShapes[i].n) * kShapes[i].k * 2;
+  for (int l = 0; l < kLayers; ++l) {
+    for (int i = 0; i < 4; ++i) {
+      const size_t n = size_t(kShapes[i].n) * kShapes[i].k;
+      CK(cudaMalloc(&w[l * 4 + i], n * 2));
+      CK(fill_random_bf16(w[l * 4 + i], n, 300 + l * 4 + i, 0.05f, st));
+    }
+  }
+  Bf16* x = nullptr;
+  Bf16* y = nullptr;
+  CK(cudaMalloc(&x, size_t(kMaxRows) * 14336 * 2));
+  CK(cudaMalloc(&y, size_t(kMaxRows) * 28672 * 2));
+  CK(fill_random_bf16(x, size_t(kMaxRows) * 14336, 9, 1.0f, st));
+  GemmBf16Options cublas_only;
+  cublas_only.skinny = false;
+  GemmBf16 gemm(ctx, cublas_only);
+  std::printf("\n== 8-layer chain (qkv+o+gate_up+down, %.0f MB a layer), us a layer:\n",
+              layer_bytes / 1e6);
+  for (int m : {8, 16, 32, 64, 128, 256}) {
+    try {
+      auto run = [&](int which, bool pdl) {
+        return graph_us(st, kLayers, [&](int l) {
+          for (int i = 0; i < 4; ++i) {
+            const int n = kShapes[i].n;
+            const int k = kShapes[i].k;
+            if (which == 0) {
+              GemmShape g{m, n, k, k, k, n, GemmOut::kBf16, false};
+              CK(gemm.run(g, x, w[l * 4 + i], y));
+            } else {
+              Variant v{0, 0, 0, pdl, false};
+              CK(skinny_gemm(make_args(m, n, k, x, w[l * 4 + i], y, false, sm, v, ws), st));
+            }
+          }
+        });
+      };
+      const double c = run(0, false);
+      const double s = run(1, false);
+      const double p = run(1, true);
+      auto pct = [&](double us) { return 100.0 * layer_bytes / (us * 1e-6) / copy_bw; };
+      std::printf(
+          "  m=%3d cuBLASLt %6.1f us (%5.1f%%) | skinny %6.1f us (%5.1f%%) | skinny+pdl %6.1f "
+          "us (%5.1f%%) | x32 layers: %.2f -> %.2f ms\n",
+          m, c, pct(c), s, pct(s), p, pct(p), c * 32e-3, std::min(s, p) * 32e-3);
+    } catch (const std::exception& e) {
+      std::printf("  m=%d ERROR %s\n", m, e.what());
+    }
+    std::fflush(stdout);
+  }
+  for (Bf16* p : w) CK(cudaFree(p));
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+}
+
+}  // namespace
+}  // namespace hearth::cuda::dev
+
+int main() {
+  using namespace hearth::cuda;
+  using namespace hearth::cuda::dev;
+  try {
+    auto ctx = DeviceContext::create({});
+    CK(ctx.status());
+    cudaStream_t st = (*ctx)->stream();
+    const double copy_bw = measure_copy_bandwidth(st);
+    Workspace ws;
+    CK(cudaMalloc(&ws.partials, ws.partial_floats * 4));
+    CK(cudaMalloc(&ws.counters, size_t(ws.counter_count) * 4));
+    CK(cudaMemset(ws.counters, 0, size_t(ws.counter_count) * 4));
+    for (const Shape& s : kShapes) {
+      try {
+        shape_sweep(**ctx, s, copy_bw, ws);
+      } catch (const std::exception& e) {
+        std::printf("%s: ERROR %s\n", s.name, e.what());
+      }
+    }
+    layer_chain(**ctx, copy_bw, ws);
+  } catch (const std::exception& e) {
+    std::printf("lab_skinny_gemm: ERROR %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
