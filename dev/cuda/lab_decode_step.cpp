@@ -250,7 +250,8 @@ struct StepVariant {
   int attn;  // 0: paged_attention; 1: with PDL (prologue before the wait, early trigger); -1:
              // skipped
   int attn_splits = 0;  // 0: paged_attention_num_splits (the model's choice)
-  bool o_l2 = false;  // the o GEMV pulls its first rows into L2 before its wait (during attention)
+  bool o_l2 = false;   // the o GEMV pulls its first rows into L2 before its wait (during attention)
+  int attn_warps = 0;  // PagedAttentionArgs::block_warps (0: src's choice, 8 at batch 1)
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -339,7 +340,7 @@ void decode_step(Lab& lab, double copy_bw) {
     r.rotary_dim = s.hd;
     return r;
   };
-  auto attention = [&](int l, int rope, int attn_mode, int attn_splits) {
+  auto attention = [&](int l, int rope, int attn_mode, int attn_splits, int attn_warps) {
     if (rope == 0) CK(rope_kv_write(rope_args(l), st));
     if (attn_mode < 0) return;
     PagedAttentionArgs a;
@@ -361,6 +362,7 @@ void decode_step(Lab& lab, double copy_bw) {
     a.block_size = 16;
     a.scale = 0.0884f;
     a.num_splits = attn_splits > 0 ? attn_splits : splits;
+    a.block_warps = attn_warps;
     a.workspace = attn_ws.as<float>();
     a.pdl = attn_mode == 1;
     CK(paged_attention(a, st));
@@ -374,7 +376,7 @@ void decode_step(Lab& lab, double copy_bw) {
                             st));
         gemv(v, qkv[l], xn.as<Bf16>(), s.qkv(), s.hidden, qkv_out.data(), false,
              GemvEpilogue::kStore, nullptr);
-        attention(l, v.rope, v.attn, v.attn_splits);
+        attention(l, v.rope, v.attn, v.attn_splits, v.attn_warps);
         gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, delta.data(), false,
              GemvEpilogue::kStore, nullptr);
         CK(rmsnorm_residual(delta.as<Bf16>(), s.hidden, res, s.hidden, norm2[l].as<Bf16>(), 0.0f,
@@ -408,7 +410,7 @@ void decode_step(Lab& lab, double copy_bw) {
           gemv(v, qkv[l], res, s.qkv(), s.hidden, qkv_out.data(), false, GemvEpilogue::kStore,
                norm1[l].as<Bf16>(), v.next >= 1 ? &o[l] : nullptr, size_t(s.hidden) * s.hidden * 2);
         }
-        attention(l, v.rope, v.attn, v.attn_splits);
+        attention(l, v.rope, v.attn, v.attn_splits, v.attn_warps);
         gemv(v, o[l], attn.as<Bf16>(), s.hidden, s.hidden, res, false, GemvEpilogue::kResidualAdd,
              nullptr, v.next >= 2 ? &gu[l] : nullptr, size_t{16} << 20, v.o_l2 ? 1 : -1);
         gemv(v, gu[l], res, s.inter, s.hidden, act.data(), false, GemvEpilogue::kGatedSilu,
@@ -437,10 +439,12 @@ void decode_step(Lab& lab, double copy_bw) {
   // GEMV's epilogue, the attention under PDL (metadata before the wait, early trigger).
   const StepVariant variants[] = {
       {"old gemv_bf16, unfused", true, false, false, 1, 0, 0, 0, 0},
-      {"fused + pdl, auto split (src before)", false, true, true, 0, 0, 0, 0, 0},
-      {"  + attention pdl", false, true, true, 0, 0, 0, 0, 1},
-      {"  + rope in qkv epilogue", false, true, true, 0, 0, 0, 1, 0},
-      {"  + rope in qkv + attention pdl (src now)", false, true, true, 0, 0, 0, 1, 1},
+      {"fused + pdl, auto split (src before)", false, true, true, 0, 0, 0, 0, 0, 0, false, 4},
+      {"  attention 8 warps a block", false, true, true, 0, 0, 0, 0, 0, 0, false, 8},
+      {"  + attention pdl", false, true, true, 0, 0, 0, 0, 1, 0, false, 4},
+      {"  + rope in qkv epilogue", false, true, true, 0, 0, 0, 1, 0, 0, false, 4},
+      {"  + rope in qkv + attention pdl, 4 warps", false, true, true, 0, 0, 0, 1, 1, 0, false, 4},
+      {"  + rope in qkv + attention pdl, 8 warps (src now)", false, true, true, 0, 0, 0, 1, 1},
       {"  rope in qkv at split 2 + attention pdl", false, true, true, 0, 0, 0, 2, 1},
       {"  rope in qkv at split 1 + attention pdl", false, true, true, 0, 0, 0, 3, 1},
       {"  src now, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2},

@@ -17,7 +17,8 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 4;       // warps a decode block, unless the grid is small
+constexpr int kWideWarps = 8;   // small grids (batch 1): fewer 16-key steps per warp
 constexpr int kGroupHeads = 8;  // q heads per block: the mma's N
 constexpr int kKeysPerWarp = 16;
 
@@ -103,8 +104,10 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 // registers are the A fragments of S^T[16 keys x 8 heads] = K · Q^T (the dims are
 // permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
 // fragments of O^T[16 dims x 8 heads] += V^T · P^T.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2))
+template <int kHeadDim, int kW>
+__global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
+                                               (kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2)) /
+                                               (kW > kWarps ? kW / kWarps : 1))
     decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
   // Our merge kernel (launched programmatically dependent) may start its prologue now; under
   // PDL also the caller's next kernel (the decode step's o GEMV streams its first weights
@@ -121,9 +124,9 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   using Vec = VecT<kDl>;
 
   __shared__ __align__(16) Bf16 q_s[kGroupHeads * kQStride];
-  __shared__ float o_s[kWarps][kGroupHeads * kOStride];
-  __shared__ float m_s[kWarps][kGroupHeads];
-  __shared__ float l_s[kWarps][kGroupHeads];
+  __shared__ float o_s[kW][kGroupHeads * kOStride];
+  __shared__ float m_s[kW][kGroupHeads];
+  __shared__ float l_s[kW][kGroupHeads];
 
   const int t = blockIdx.x;
   const int group = a.q_heads / a.kv_heads;
@@ -153,24 +156,25 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
   const Bf16* k_base = a.k_cache + kv_head * kHeadDim + kDl * tq;
   const Bf16* v_base = a.v_cache + kv_head * kHeadDim + kDl * tq;
 
-  constexpr int kStride = kWarps * kKeysPerWarp;
+  constexpr int kStride = kW * kKeysPerWarp;
   auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
   // Block-table entries of the warp's next step are loaded one step ahead.
   int e0 = entry(s_lo + warp * kKeysPerWarp + g);
   int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
   detail::grid_dependency_wait();  // q and this step's K/V row come from the previous kernel
-  constexpr int kQPerThread = kGroupHeads * kHeadDim / (kWarps * 32);
+  constexpr int kQPerThread = kGroupHeads * kHeadDim / (kW * 32);
+  static_assert(kQPerThread * kW * 32 == kGroupHeads * kHeadDim, "q staging covers the group");
   Bf16 q_r[kQPerThread];
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
-    int i = threadIdx.x + u * kWarps * 32;
+    int i = threadIdx.x + u * kW * 32;
     int hh = i / kHeadDim;
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
   }
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
-    int i = threadIdx.x + u * kWarps * 32;
+    int i = threadIdx.x + u * kW * 32;
     int hh = i / kHeadDim;
     q_s[hh * kQStride + (i - hh * kHeadDim)] = q_r[u];
   }
@@ -314,13 +318,13 @@ __global__ void __launch_bounds__(kWarps * 32, kHeadDim <= 128 ? 4 : (kHeadDim <
     int d = i - hh * kHeadDim;
     float big_m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kW; ++w) {
       if (l_s[w][hh] > 0.0f) big_m = fmaxf(big_m, m_s[w][hh]);
     }
     float big_l = 0.0f;
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kW; ++w) {
       float wt = l_s[w][hh] > 0.0f ? exp2f(m_s[w][hh] - big_m) : 0.0f;
       big_l += l_s[w][hh] * wt;
       o += o_s[w][hh * kOStride + d] * wt;
@@ -398,8 +402,15 @@ __global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, cons
   }
 }
 
+cudaError_t current_device_attribute(cudaDeviceAttr attr, int* value) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  return cudaDeviceGetAttribute(value, attr, device);
+}
+
 template <int kHeadDim>
-cudaError_t launch(const PagedAttentionArgs& a, cudaStream_t stream) {
+cudaError_t launch(const PagedAttentionArgs& a, int sm_count, cudaStream_t stream) {
   int skip_q_len = 0;
   // The tiled path has work only when some sequence has kTiledMinQueries new tokens; with at
   // least one token a sequence, that needs tokens - (seqs - 1) of them. Otherwise (decode
@@ -417,17 +428,26 @@ cudaError_t launch(const PagedAttentionArgs& a, cudaStream_t stream) {
                                                                  a.tokens * a.q_heads * a.head_dim;
   const int group = a.q_heads / a.kv_heads;
   dim3 grid(a.tokens, a.kv_heads * detail::ceil_div(group, kGroupHeads), a.num_splits);
-  cudaError_t launched = detail::launch_kernel(decode_kernel<kHeadDim>, grid, dim3(kWarps * 32), 0,
-                                               stream, a.pdl, a, partial_o, partial_ml, skip_q_len);
+  // A grid under half the SMs (batch 1: 8 blocks for the 8B) is latency bound: 8 warps a
+  // block halve the dependent 16-key steps each warp walks (shared memory allows it up to
+  // head_dim 128).
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  constexpr bool kWideOk = kHeadDim >= 32 && kHeadDim <= 128;
+  cudaError_t launched;
+  const bool wide = a.block_warps == 0 ? 2 * blocks <= sm_count : a.block_warps == kWideWarps;
+  if (kWideOk && wide) {
+    launched = detail::launch_kernel(decode_kernel < kHeadDim, kWideOk ? kWideWarps : kWarps >,
+                                     grid, dim3(kWideWarps * 32), 0, stream, a.pdl, a, partial_o,
+                                     partial_ml, skip_q_len);
+  } else {
+    launched = detail::launch_kernel(decode_kernel<kHeadDim, kWarps>, grid, dim3(kWarps * 32), 0,
+                                     stream, a.pdl, a, partial_o, partial_ml, skip_q_len);
+  }
   if (launched != cudaSuccess) return launched;
   if (a.num_splits == 1) return cudaGetLastError();
   // On sm_90 the merge launches while the split kernel drains (griddepcontrol.wait inside).
-  int device = 0;
   int major = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) {
-    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  }
+  cudaError_t err = current_device_attribute(cudaDevAttrComputeCapabilityMajor, &major);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(a.tokens, a.q_heads);
@@ -486,27 +506,31 @@ cudaError_t paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
       a.kv_heads * detail::ceil_div(a.q_heads / a.kv_heads, kGroupHeads) > 65535 ||
       a.q_heads > 65535 || a.ld_q < static_cast<int64_t>(a.q_heads) * a.head_dim ||
       a.ld_out < static_cast<int64_t>(a.q_heads) * a.head_dim ||
-      (a.num_splits > 1 && a.workspace == nullptr) || a.sliding_window < 0) {
+      (a.num_splits > 1 && a.workspace == nullptr) || a.sliding_window < 0 ||
+      (a.block_warps != 0 && a.block_warps != kWarps && a.block_warps != kWideWarps)) {
     return cudaErrorInvalidValue;
   }
   if (a.tokens == 0) return cudaSuccess;
+  int sm_count = 0;
+  cudaError_t err = current_device_attribute(cudaDevAttrMultiProcessorCount, &sm_count);
+  if (err != cudaSuccess) return err;
   switch (a.head_dim) {
     case 16:
-      return launch<16>(a, stream);
+      return launch<16>(a, sm_count, stream);
     case 32:
-      return launch<32>(a, stream);
+      return launch<32>(a, sm_count, stream);
     case 64:
-      return launch<64>(a, stream);
+      return launch<64>(a, sm_count, stream);
     case 96:
-      return launch<96>(a, stream);
+      return launch<96>(a, sm_count, stream);
     case 128:
-      return launch<128>(a, stream);
+      return launch<128>(a, sm_count, stream);
     case 160:
-      return launch<160>(a, stream);
+      return launch<160>(a, sm_count, stream);
     case 192:
-      return launch<192>(a, stream);
+      return launch<192>(a, sm_count, stream);
     case 256:
-      return launch<256>(a, stream);
+      return launch<256>(a, sm_count, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -40,6 +40,9 @@ struct PagedAttentionArgs {
   // before it waits for the previous kernel, and every attention kernel lets the next
   // PDL-launched kernel start at once (its blocks' weight loads overlap the attention).
   bool pdl = false;
+  // Warps a decode block: 0 picks (8 when the grid fills under half the SMs and 32 <= head_dim
+  // <= 128, else 4); 4 or 8 force it (lab A/B; 8 falls back to 4 outside that head_dim range).
+  int block_warps = 0;
 };
 
 // A split count that fills the device: 1 when the (token, KV head) grid already does. A pure

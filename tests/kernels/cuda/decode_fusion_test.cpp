@@ -221,12 +221,14 @@ TEST_F(CudaTest, GemvRopeRejectsUnsupported) {
 }
 
 // Paged attention under PDL after the kernel that writes its q and K/V (rope_kv_write), in
-// decode batches (1 and 64 sequences, 1 and several splits) and a mixed batch (the tiled
-// prefill path runs first): the bits of the plain launch, eager and graph-replayed.
+// decode batches (1 and 64 sequences, 1 and several splits, 4 and 8 warps a block) and a
+// mixed batch (the tiled prefill path runs first): the bits of the plain launch, eager and
+// graph-replayed; 8 warps a block within f32-reordering distance of 4.
 struct PdlCase {
   int seqs;
   int prompt;  // > 0: sequence 0 brings this many new tokens (a prefill row); others 1
   int splits;
+  int warps;  // PagedAttentionArgs::block_warps
 };
 
 class PagedAttentionPdlTest : public CudaTest, public ::testing::WithParamInterface<PdlCase> {};
@@ -312,13 +314,15 @@ TEST_P(PagedAttentionPdlTest, MatchesPlainLaunch) {
   a.block_size = block_size;
   a.scale = 0.0883883f;
   a.num_splits = c.splits;
+  a.block_warps = c.warps;
   a.workspace = c.splits > 1 || ws_bytes > 0 ? ws.as<float>() : nullptr;
   const bool pdl_ok = ctx_->properties().major >= 9;
 
   // rope_kv_write rewrites the same q and K/V rows each time, so every run sees the same
   // inputs.
-  auto run = [&](bool pdl, bool graph, DeviceBuffer& out) {
+  auto run = [&](bool pdl, bool graph, DeviceBuffer& out, int warps) {
     PagedAttentionArgs b = a;
+    b.block_warps = warps;
     b.out = out.as<Bf16>();
     b.pdl = pdl && pdl_ok;
     cudaGraph_t gr = nullptr;
@@ -343,18 +347,28 @@ TEST_P(PagedAttentionPdlTest, MatchesPlainLaunch) {
   DeviceBuffer plain = poisoned<Bf16>(out_elems);
   DeviceBuffer eager = poisoned<Bf16>(out_elems);
   DeviceBuffer replay = poisoned<Bf16>(out_elems);
-  run(false, false, plain);
-  run(true, false, eager);
-  run(true, true, replay);
+  run(false, false, plain, c.warps);
+  run(true, false, eager, c.warps);
+  run(true, true, replay, c.warps);
   auto want = raw_bits(download<Bf16>(plain, out_elems));
   EXPECT_EQ(std::count(want.begin(), want.end(), uint16_t{0xffff}), 0) << "unwritten outputs";
   EXPECT_EQ(raw_bits(download<Bf16>(eager, out_elems)), want);
   EXPECT_EQ(raw_bits(download<Bf16>(replay, out_elems)), want);
+  // 8 warps a block against 4: the same keys, warps merged in another order (f32 sums).
+  DeviceBuffer four = poisoned<Bf16>(out_elems);
+  DeviceBuffer eight = poisoned<Bf16>(out_elems);
+  run(false, false, four, 4);
+  run(false, false, eight, 8);
+  auto f4 = from_bf16(download<Bf16>(four, out_elems));
+  auto f8 = from_bf16(download<Bf16>(eight, out_elems));
+  EXPECT_LT(relative_error(f8, std::vector<double>(f4.begin(), f4.end())), 4e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Batches, PagedAttentionPdlTest,
-                         ::testing::Values(PdlCase{1, 0, 1}, PdlCase{1, 0, 2}, PdlCase{64, 0, 1},
-                                           PdlCase{8, 0, 4}, PdlCase{5, 40, 1}, PdlCase{5, 40, 2}));
+                         ::testing::Values(PdlCase{1, 0, 1, 0}, PdlCase{1, 0, 2, 8},
+                                           PdlCase{1, 0, 1, 4}, PdlCase{64, 0, 1, 0},
+                                           PdlCase{8, 0, 4, 8}, PdlCase{5, 40, 1, 0},
+                                           PdlCase{5, 40, 2, 8}));
 
 }  // namespace
 }  // namespace hearth::cuda::testing
