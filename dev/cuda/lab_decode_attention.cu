@@ -795,6 +795,13 @@ cudaError_t src_pdl_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   b.pdl = true;
   return paged_attention(b, stream);
 }
+// 8 warps a block (src picks it only for grids under half the SMs).
+cudaError_t src_w8_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
+  PagedAttentionArgs b = a;
+  b.pdl = true;
+  b.block_warps = 8;
+  return paged_attention(b, stream);
+}
 template <int kW, bool kPipe = false>
 cudaError_t lab_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   return gqa_attention<kPipe, kW>(a, stream, true);
@@ -808,6 +815,7 @@ struct Variant {
 // pipe: each warp's next K/V loads issue while the current step computes.
 constexpr Variant kVariants[] = {{"src", src_fn},
                                  {"src pdl", src_pdl_fn},
+                                 {"src pdl w8", src_w8_fn},
                                  {"lab w2", lab_fn<2>},
                                  {"lab w1", lab_fn<1>},
                                  {"lab w4 pipe", lab_fn<4, true>},
