@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/bf16_dot.h"
+#include "kernels/cpu/gemm_dense.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/matvec_rows.h"
 #include "kernels/cpu/prefill_tile.h"
@@ -34,7 +35,8 @@ const char* simd_name() {
 std::string prefill_gemm_name(const CpuContext& ctx) {
 #ifdef HEARTH_CPU_AVX512
   if (!ctx.blas_has_avx2_kernels) {
-    return "hearth avx512 blocked (OpenBLAS core " + ctx.blas_core + " has no AVX2 kernels)";
+    return "hearth avx512 blocked, dense 14x32 GEMM (OpenBLAS core " + ctx.blas_core +
+           " has no AVX2 kernels)";
   }
 #endif
   return "OpenBLAS sgemm (" + ctx.blas_core + ")";
@@ -197,9 +199,10 @@ std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t 
 }
 
 #ifdef HEARTH_CPU_AVX512
-// Prefill-sized batches with the AVX-512 kernels: weight rows in tiles of kBlockRows (kept
-// in L1/L2). Float / bf16 / f16 tiles run against the activations four rows at a time with
-// 4 x 4 dot-product register tiles. A quantized tile is first dequantized once into an f32
+// Prefill-sized batches with the AVX-512 kernels. Float / bf16 / f16 weights with 16+ rows
+// go to the cache-blocked GEMM of gemm_dense.h; under 16 rows, weight rows in tiles of
+// kBlockRows run against the activations four rows at a time with 4 x 4 dot-product
+// register tiles. A quantized tile is first dequantized once into an f32
 // panel (per thread, [kBlockRows, cols]) and multiplied with the broadcast micro-kernel of
 // prefill_tile.h against the transposed activations, 32 rows at a time: dequantization is
 // paid once per tile. False when the format has no kernel.
@@ -209,11 +212,11 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   constexpr int64_t kBlockCols = 1024;
   constexpr int64_t kPanelMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  if (m < kPanelMinRows || !w.quantized()) {
-    // Dense weights, or too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4
-    // dot-product tiles over the weight itself or, quantized, over its tile dequantized to an
-    // f32 panel. (Dense weights through the panel kernel measured 0.68x at 16 threads on the
-    // 1B model, benchmarks/RESULTS.md, so they stay here.)
+  // Dense weights, 16+ rows: the cache-blocked GEMM of gemm_dense.h.
+  if (m >= kPanelMinRows && !w.quantized()) return dense_gemm(ctx, w, x, m, y);
+  if (m < kPanelMinRows) {
+    // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
+    // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
     ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
       thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
       for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
