@@ -17,9 +17,10 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-constexpr int kWarps = 4;       // warps a decode block, unless the grid is small
-constexpr int kWideWarps = 8;   // small grids (batch 1): fewer 16-key steps per warp
-constexpr int kGroupHeads = 8;  // q heads per block: the mma's N
+constexpr int kWarps = 4;               // warps a decode block, unless the grid is small
+constexpr int kWideWarps = 8;           // small grids (batch 1): fewer 16-key steps per warp
+constexpr int kMaxPrefetchKeys = 1024;  // keys a wide block pulls into L2 before its wait
+constexpr int kGroupHeads = 8;          // q heads per block: the mma's N
 constexpr int kKeysPerWarp = 16;
 
 struct KeyRange {
@@ -161,6 +162,23 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
   // Block-table entries of the warp's next step are loaded one step ahead.
   int e0 = entry(s_lo + warp * kKeysPerWarp + g);
   int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
+  if constexpr (kW == kWideWarps) {
+    // Small grids (batch 1) are latency bound: pull the block's K/V rows into L2 before the
+    // wait (under PDL, while the previous kernel still runs), so every step after it hits L2.
+    // L2 is the point of coherence, so a row the previous kernel writes later stays correct.
+    constexpr int kLines = (kHeadDim * 2 + 127) / 128;  // 128-byte lines a K or V row spans
+    const int items = min(s_hi - s_lo, kMaxPrefetchKeys) * 2 * kLines;
+    for (int i = threadIdx.x; i < items; i += kW * 32) {
+      const int key = s_lo + i / (2 * kLines);
+      const int rem = i % (2 * kLines);
+      const Bf16* row =
+          (rem >= kLines ? a.v_cache : a.k_cache) + kv_head * kHeadDim +
+          (static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size) *
+              slot_stride;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(row) +
+                                                    (rem % kLines) * 128));
+    }
+  }
   detail::grid_dependency_wait();  // q and this step's K/V row come from the previous kernel
   constexpr int kQPerThread = kGroupHeads * kHeadDim / (kW * 32);
   static_assert(kQPerThread * kW * 32 == kGroupHeads * kHeadDim, "q staging covers the group");

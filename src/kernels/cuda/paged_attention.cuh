@@ -42,6 +42,7 @@ struct PagedAttentionArgs {
   bool pdl = false;
   // Warps a decode block: 0 picks (8 when the grid fills under half the SMs and 32 <= head_dim
   // <= 128, else 4); 4 or 8 force it (lab A/B; 8 falls back to 4 outside that head_dim range).
+  // 8-warp blocks also pull their K/V rows into L2 before the wait on the previous kernel.
   int block_warps = 0;
 };
 
