@@ -3,9 +3,10 @@
 // the tied 128256 x 2048 head, 1.31 GB of codes, scales and biases; random values, 4 KiB pages
 // like the file mapping) through the shipped int8 mat-vec (kernels/cpu/int8_dot.cpp) on 1 and 2
 // threads (pinned to CPUs 0 and 1 as `taskset -c 0,1`), against a pure read of the same bytes
-// (the per-core ceiling) and kernel variants: prefetch distance and hint, rows per step, work
-// split. Every variant is checked against the shipped kernel before it is timed. CPU only; it
-// lives with the CUDA labs because the device windows build and run those.
+// (the per-core ceiling) and kernel variants (the pre-lean form of the mat-vec, with its
+// separate factor pass): prefetch distance and hint, rows per step, work split. Every variant is
+// checked against the shipped kernel before it is timed. CPU only; it lives with the CUDA labs
+// because the device windows build and run those.
 #include "kernels/cpu/int8_dot.cpp"
 #include "kernels/cpu/thread_pool.cpp"
 
@@ -329,7 +330,7 @@ int lab_main() {
       {"read pf4K", reader(knobs(4, 4096, 0, 0, 0, false)), true},
       {"read nopf", reader(knobs(4, 0, 0, 0, 0, false)), true},
       {"shipped", shipped, false},
-      {"v R4 pf8K (=shipped)", variant(knobs(4, 8192, 0, 0, 0, false)), false},
+      {"v R4 pf8K (old form)", variant(knobs(4, 8192, 0, 0, 0, false)), false},
       {"v R4 pf4K", variant(knobs(4, 4096, 0, 0, 0, false)), false},
       {"v R4 pf16K", variant(knobs(4, 16384, 0, 0, 0, false)), false},
       {"v R4 pf8K T1", variant(knobs(4, 8192, 1, 0, 0, false)), false},
