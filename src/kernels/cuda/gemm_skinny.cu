@@ -147,10 +147,11 @@ template <int kRows, int kThreads, bool kHint>
 __device__ __forceinline__ void load_tile(uint32_t dst, const __nv_bfloat16* src, int64_t ld,
                                           int r0, int limit, int ks, int k, uint64_t policy) {
   constexpr int kChunks = kRows * (kBk / 8);
-  static_assert(kChunks % kThreads == 0, "tile chunks split evenly over the block");
+  static_assert(kChunks % kThreads == 0 || kThreads % kChunks == 0, "chunks tile the block");
 #pragma unroll
-  for (int j = 0; j < kChunks / kThreads; ++j) {
+  for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
     const int i = static_cast<int>(threadIdx.x) + j * kThreads;
+    if (kChunks < kThreads && i >= kChunks) break;
     const int row = i >> 3;
     const int chunk = i & 7;
     const int gr = r0 + row;
@@ -393,8 +394,12 @@ cudaError_t launch(const Params& params, const SkinnyGemmPlan& plan, bool pdl,
 template <int kBn, int kMt, typename OutT>
 cudaError_t launch_occupancy(const Params& params, const SkinnyGemmPlan& plan, int occupancy,
                              bool pdl, cudaStream_t stream) {
-  return occupancy == 1 ? launch<kBn, kMt, 1, OutT>(params, plan, pdl, stream)
-                        : launch<kBn, kMt, 2, OutT>(params, plan, pdl, stream);
+  if constexpr (kBn > 128) {
+    return launch<kBn, kMt, 1, OutT>(params, plan, pdl, stream);  // one block per SM only
+  } else {
+    return occupancy == 1 ? launch<kBn, kMt, 1, OutT>(params, plan, pdl, stream)
+                          : launch<kBn, kMt, 2, OutT>(params, plan, pdl, stream);
+  }
 }
 
 template <int kBn, typename OutT>
@@ -427,7 +432,7 @@ bool skinny_gemm_supported(const SkinnyGemmArgs& a) {
   if (reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || reinterpret_cast<uintptr_t>(a.w) % 16 != 0) {
     return false;
   }
-  if (a.bn != 0 && a.bn != 64 && a.bn != 128) return false;
+  if (a.bn != 0 && a.bn != 64 && a.bn != 128 && a.bn != 256) return false;
   if (a.occupancy != 0 && a.occupancy != 1 && a.occupancy != 2) return false;
   return a.sm_count > 0;
 }
@@ -436,7 +441,7 @@ SkinnyGemmPlan skinny_gemm_plan(const SkinnyGemmArgs& a) {
   SkinnyGemmPlan plan;
   plan.mt = pick_tile_rows(a.m);
   plan.bn = a.bn != 0 ? a.bn : 128;
-  const int occupancy = a.occupancy != 0 ? a.occupancy : 1;
+  const int occupancy = plan.bn > 128 ? 1 : (a.occupancy != 0 ? a.occupancy : 1);
   plan.stages = plan_stages(plan.bn, plan.mt, occupancy);
   plan.threads = block_threads(plan.bn, plan.mt);
   plan.smem_bytes = stage_bytes(plan.bn, plan.mt) * static_cast<size_t>(plan.stages);
@@ -484,6 +489,10 @@ cudaError_t skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
   params.partials = a.partials;
   params.counters = a.counters;
   const int occupancy = a.occupancy != 0 ? a.occupancy : 1;
+  if (plan.bn == 256) {
+    return a.y_f32 ? launch_tile<256, float>(params, plan, occupancy, a.pdl, stream)
+                   : launch_tile<256, __nv_bfloat16>(params, plan, occupancy, a.pdl, stream);
+  }
   if (plan.bn == 64) {
     return a.y_f32 ? launch_tile<64, float>(params, plan, occupancy, a.pdl, stream)
                    : launch_tile<64, __nv_bfloat16>(params, plan, occupancy, a.pdl, stream);

@@ -32,8 +32,9 @@ struct SkinnyGemmArgs {
   int n = 0;
   int k = 0;
   int sm_count = 0;
-  // Tuning (0 = pick): weight rows per block (64 or 128), shared-memory budget per block
-  // (1: deep ring, one block per SM; 2: half, two blocks per SM), k splits, grid blocks.
+  // Tuning (0 = pick): weight rows per block (64, 128 or 256), shared-memory budget per
+  // block (1: deep ring, one block per SM; 2: half, two blocks per SM; 256 rows: always 1),
+  // k splits, grid blocks.
   int bn = 0;
   int occupancy = 0;
   int splits = 0;

@@ -110,7 +110,9 @@ INSTANTIATE_TEST_SUITE_P(
                       SkinnyCase{1, 64, 64, 0, 0, 0, false, false, 0, 0, 0, 0},
                       SkinnyCase{33, 1000, 1024, 0, 0, 0, false, false, 64, 1, 2, 7},
                       SkinnyCase{127, 4096, 1024, 0, 0, 0, false, true, 128, 1, 0, 0},
-                      SkinnyCase{20, 2048, 8, 0, 0, 0, false, false, 0, 0, 0, 0}));
+                      SkinnyCase{20, 2048, 8, 0, 0, 0, false, false, 0, 0, 0, 0},
+                      SkinnyCase{70, 600, 1032, 0, 8, 0, false, false, 256, 1, 2, 0},
+                      SkinnyCase{9, 1300, 512, 0, 0, 0, true, true, 256, 1, 1, 3}));
 
 // GemmBf16 with the skinny route against GemmBf16 on cuBLASLt and a float64 product:
 // routed rows, split-K through the context's workspace, f32 + accumulate.
