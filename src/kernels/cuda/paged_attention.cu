@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
   const int head0 = kv_head * group + chunk * kGroupHeads;
   const int heads = min(kGroupHeads, group - chunk * kGroupHeads);
   const int split = blockIdx.z;
-  // The step metadata (sequence lookup, block-table entries) is not written by the previous
-  // kernel: under PDL it loads before the wait; q and K/V after it.
+  // The sequence lookup (step metadata, which no kernel writes) loads before the wait on the
+  // previous kernel; q with the first block-table entries after it (one round trip), then K/V.
   const KeyRange range = key_range(a, t);
   if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
   const int span = max(range.hi - range.lo, 0);
@@ -159,9 +159,6 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
 
   constexpr int kStride = kW * kKeysPerWarp;
   auto entry = [&](int j) { return j < s_hi ? table[j / a.block_size] : 0; };
-  // Block-table entries of the warp's next step are loaded one step ahead.
-  int e0 = entry(s_lo + warp * kKeysPerWarp + g);
-  int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
   if constexpr (kW == kWideWarps) {
     // Small grids (batch 1) are latency bound: pull the block's K/V rows into L2 before the
     // wait (under PDL, while the previous kernel still runs), so every step after it hits L2.
@@ -190,6 +187,9 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
   }
+  // Block-table entries of the warp's next step are loaded one step ahead.
+  int e0 = entry(s_lo + warp * kKeysPerWarp + g);
+  int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
     int i = threadIdx.x + u * kW * 32;
