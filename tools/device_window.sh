@@ -29,7 +29,9 @@ if want tests; then
   echo "tests rc=$?" | tee -a "$out/tests.log"
   grep -E "PASSED|FAILED" "$out/tests.log" | head -20
 fi
-want labs && { timeout 300 bash tools/bench_gpu.sh labs > /dev/null 2>&1; grep "rc=" "$out/labs.log"; }
+# LABS="a b": only those labs, in that order (default: every bundled lab).
+# shellcheck disable=SC2086
+want labs && { timeout "${LABS_TIMEOUT:-300}" bash tools/bench_gpu.sh labs ${LABS:-} > /dev/null 2>&1; grep "rc=" "$out/labs.log"; }
 if want product || want product4 || want nsys; then
   wait "$maker"
   tail -1 "$out/make_model.log"
