@@ -344,13 +344,19 @@ void dot_rows8_m1(const WeightMatrix& w, int64_t r, const int8_t* xq, const floa
       acc[j] = _mm512_fmadd_ps(load_side16(w.biases, w.scale_dtype, at, k), sv, acc[j]);
     }
   }
+  // The R rows are read side by side, so each prefetches kPrefetchBytes / R ahead of its own
+  // loads, running on into the same row of the next R once its row ends: kPrefetchBytes of
+  // reading ahead for any row length (a fixed distance lands on rows already being read when a
+  // row is longer than kPrefetchBytes / R: 8192-column rows went 12.6-13.1 -> 14.7 GB/s).
+  constexpr int64_t kAhead = kPrefetchBytes / R;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i dp[R];
     for (int j = 0; j < R; ++j) dp[j] = _mm512_setzero_si512();
     for (int64_t c = g * group; c < (g + 1) * group; c += 64) {
+      const int64_t ahead = c + kAhead < cols ? kAhead : kAhead + (R - 1) * cols;
       const __m512i xv = _mm512_loadu_si512(xq + c);
       for (int j = 0; j < R; ++j) {
-        prefetch_ahead(q + j * cols + c);
+        _mm_prefetch(reinterpret_cast<const char*>(q + j * cols + c + ahead), _MM_HINT_T0);
         dp[j] = dpbusd(dp[j], _mm512_loadu_si512(q + j * cols + c), xv);
       }
     }
