@@ -152,7 +152,10 @@ void pack_activations(const float* x, int64_t cols, int64_t row0, int64_t rows, 
 template <int MR>
 void gemm_tile(const float* xp, const float* wp, int64_t kc, float* y, int64_t ldy, __mmask16 m0,
                __mmask16 m1, bool accumulate) {
+  // Loops over the tile's rows fully unrolled so the accumulators stay in registers (a
+  // rolled epilogue spilled all 28 to the stack: ~3 % at 1 thread).
   __m512 c0[MR], c1[MR];
+#pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     c0[i] = _mm512_setzero_ps();
     c1[i] = _mm512_setzero_ps();
@@ -163,12 +166,14 @@ void gemm_tile(const float* xp, const float* wp, int64_t kc, float* y, int64_t l
     const __m512 w0 = _mm512_load_ps(wp + k * kNr);
     const __m512 w1 = _mm512_load_ps(wp + k * kNr + 16);
     const float* xk = xp + k * MR;
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 b = _mm512_set1_ps(xk[i]);
       c0[i] = _mm512_fmadd_ps(w0, b, c0[i]);
       c1[i] = _mm512_fmadd_ps(w1, b, c1[i]);
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     float* yi = y + i * ldy;
     if (accumulate) {
