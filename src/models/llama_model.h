@@ -61,6 +61,8 @@ class LlamaModel : public Model {
   Status validate(const ForwardBatch& batch, std::span<float> logits) const;
   void linear(const Linear& l, const float* x, int64_t m, float* y);
   void rms_norm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim, float* out);
+  // x[i] += h[i], i < n.
+  void residual_add(float* x, const float* h, int64_t n);
   void rope(float* x, const int32_t* positions, int64_t tokens, int heads, const RopeTables& t);
 
   ModelConfig config_;
