@@ -120,6 +120,7 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
     a.n = s.n;
     a.k = s.k;
     a.sm_count = ctx_->properties().multiProcessorCount;
+    a.pdl = ctx_->properties().major >= 9;  // weight loads overlap the previous kernel's tail
     if (skinny_gemm_supported(a)) {
       SkinnyGemmPlan plan = skinny_gemm_plan(a);
       if (plan.splits > 1 &&

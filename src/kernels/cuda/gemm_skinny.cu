@@ -224,6 +224,10 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
       }
     }
   }
+  // The next kernel (when launched with PDL) may start now: its blocks take the SMs this
+  // grid's blocks leave and stream their own weights during this grid's tail; it waits
+  // (griddepcontrol.wait) for this grid's completion before reading y.
+  detail::launch_dependents();
   detail::grid_dependency_wait();
   for (int s = 0; s < kStages - 1; ++s) {
     if (load.valid(p)) {
