@@ -174,8 +174,22 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
 
 // ---- decode: one weight row against M <= 4 activation rows ----
 
-inline void prefetch_ahead(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+// R rows read side by side (row_bytes each, at byte pos of their rows) prefetch kPrefetchBytes
+// of reading ahead: kPrefetchBytes / R further in their own rows, running on into the same
+// rows of the next step once those end (a fixed distance would land on rows already being read
+// when a row is longer than kPrefetchBytes / R: 8-bit 8192-column rows went 12.6-13.1 -> 14.7
+// GB/s on one core); rows shorter than that: kPrefetchBytes on, whole steps ahead.
+template <int R>
+inline int64_t prefetch_offset(int64_t pos, int64_t row_bytes) {
+  constexpr int64_t kPerRow = kPrefetchBytes / R;
+  if (kPerRow >= row_bytes) return kPrefetchBytes;
+  return pos + kPerRow < row_bytes ? kPerRow : kPerRow + (R - 1) * row_bytes;
+}
+
+template <int R>
+inline void prefetch_ahead(const uint8_t* row, int64_t pos, int64_t row_bytes) {
+  _mm_prefetch(reinterpret_cast<const char*>(row + pos + prefetch_offset<R>(pos, row_bytes)),
+               _MM_HINT_T0);
 }
 
 // For R weight rows from r: cs[(j * M + i) * groups + g] = s_jg · d_ig and bt[j * M + i] =
@@ -226,7 +240,7 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
         xh[i] = _mm512_loadu_si512(xq + i * cols + c + 64);
       }
       for (int j = 0; j < R; ++j) {
-        prefetch_ahead(q + j * row_bytes + c / 2);
+        prefetch_ahead<R>(q + j * row_bytes, c / 2, row_bytes);
         const __m512i b = _mm512_loadu_si512(q + j * row_bytes + c / 2);
         const __m512i lo = _mm512_and_si512(b, mask);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), mask);
@@ -264,7 +278,7 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
         __m512i xv[M];
         for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_si512(xq + i * cols + c);
         for (int j = 0; j < R; ++j) {
-          prefetch_ahead(q + j * row_bytes + c * Bits / 8);
+          prefetch_ahead<R>(q + j * row_bytes, c * Bits / 8, row_bytes);
           const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
           for (int i = 0; i < M; ++i) dp[j][i] = dpbusd(dp[j][i], qv, xv[i]);
         }
@@ -286,7 +300,7 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
       __m512i xv[M];
       for (int i = 0; i < M; ++i) xv[i] = _mm512_loadu_si512(xq + i * cols + c);
       for (int j = 0; j < R; ++j) {
-        prefetch_ahead(q + j * row_bytes + c * Bits / 8);
+        prefetch_ahead<R>(q + j * row_bytes, c * Bits / 8, row_bytes);
         const __m512i qv = load_codes64<Bits>(q + j * row_bytes, c);
         for (int i = 0; i < M; ++i) {
           const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qv, xv[i]);
@@ -316,6 +330,26 @@ void dot_rows(const uint8_t* q, int64_t row_bytes, int64_t cols, int group, cons
   }
 }
 
+// The batch-1 decode kernels' start for R rows from r: cs[j * groups + g] = s_jg · d_g, and
+// acc[j] = the bias terms b_jg · sum_g in lanes of groups (reduced with the dot products).
+template <int R>
+inline void begin_rows_m1(const WeightMatrix& w, int64_t r, const float* d, const float* sums,
+                          float* cs, __m512* acc) {
+  const int64_t groups = w.cols / w.group_size;
+  for (int j = 0; j < R; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; g += 16) {
+    const __mmask16 k = lanes_mask(groups - g);
+    const __m512 dv = _mm512_maskz_loadu_ps(k, d + g);
+    const __m512 sv = _mm512_maskz_loadu_ps(k, sums + g);
+    for (int j = 0; j < R; ++j) {
+      const int64_t at = (r + j) * groups + g;
+      const __m512 s = load_side16(w.scales, w.scale_dtype, at, k);
+      _mm512_mask_storeu_ps(cs + j * groups + g, k, _mm512_mul_ps(s, dv));
+      acc[j] = _mm512_fmadd_ps(load_side16(w.biases, w.scale_dtype, at, k), sv, acc[j]);
+    }
+  }
+}
+
 // Decode of one activation row against R rows of an 8-bit matrix from row r, groups of 64 * GV
 // columns (GV = 0: w.group_size, a multiple of 64): y[j] = Σ_g s_jg · d_g · Σ(q·xq) + b_jg ·
 // sum_g. The lean form of dot_rows for the common batch-1 case: the bias terms go into the
@@ -331,29 +365,12 @@ void dot_rows8_m1(const WeightMatrix& w, int64_t r, const int8_t* xq, const floa
   const int64_t groups = cols / group;
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * cols;
   __m512 acc[R];
-  for (int j = 0; j < R; ++j) acc[j] = _mm512_setzero_ps();
-  // cs[j * groups + g] = s_jg · d_g; the bias terms b_jg · sum_g into acc[j].
-  for (int64_t g = 0; g < groups; g += 16) {
-    const __mmask16 k = lanes_mask(groups - g);
-    const __m512 dv = _mm512_maskz_loadu_ps(k, d + g);
-    const __m512 sv = _mm512_maskz_loadu_ps(k, sums + g);
-    for (int j = 0; j < R; ++j) {
-      const int64_t at = (r + j) * groups + g;
-      const __m512 s = load_side16(w.scales, w.scale_dtype, at, k);
-      _mm512_mask_storeu_ps(cs + j * groups + g, k, _mm512_mul_ps(s, dv));
-      acc[j] = _mm512_fmadd_ps(load_side16(w.biases, w.scale_dtype, at, k), sv, acc[j]);
-    }
-  }
-  // The R rows are read side by side, so each prefetches kPrefetchBytes / R ahead of its own
-  // loads, running on into the same row of the next R once its row ends: kPrefetchBytes of
-  // reading ahead for any row length (a fixed distance lands on rows already being read when a
-  // row is longer than kPrefetchBytes / R: 8192-column rows went 12.6-13.1 -> 14.7 GB/s).
-  constexpr int64_t kAhead = kPrefetchBytes / R;
+  begin_rows_m1<R>(w, r, d, sums, cs, acc);
   for (int64_t g = 0; g < groups; ++g) {
     __m512i dp[R];
     for (int j = 0; j < R; ++j) dp[j] = _mm512_setzero_si512();
     for (int64_t c = g * group; c < (g + 1) * group; c += 64) {
-      const int64_t ahead = c + kAhead < cols ? kAhead : kAhead + (R - 1) * cols;
+      const int64_t ahead = prefetch_offset<R>(c, cols);
       const __m512i xv = _mm512_loadu_si512(xq + c);
       for (int j = 0; j < R; ++j) {
         _mm_prefetch(reinterpret_cast<const char*>(q + j * cols + c + ahead), _MM_HINT_T0);
@@ -381,6 +398,70 @@ void matvec8_m1(const WeightMatrix& w, const int8_t* xq, const float* d, const f
   for (; r < r1; ++r) dot_rows8_m1<1, GV>(w, r, xq, d, sums, cs.data(), y + r);
 }
 
+// dot_rows8_m1's 4-bit counterpart (groups of 64, G64, or a multiple of 128 columns): 128
+// columns per step from one 64-byte load of codes, low nibbles (even columns) and high nibbles
+// (odd) each against 64 activations (chunk-128 order); with groups of 64 the upper eight lanes
+// belong to the second group, whose factor pair is spread over the halves by one permute.
+template <int R, bool G64>
+void dot_rows4_m1(const WeightMatrix& w, int64_t r, const int8_t* xq, const float* d,
+                  const float* sums, float* cs, float* y) {
+  const int64_t cols = w.cols;
+  const int64_t row_bytes = cols / 2;
+  const int group = w.group_size;
+  const int64_t groups = cols / group;
+  const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * row_bytes;
+  __m512 acc[R];
+  begin_rows_m1<R>(w, r, d, sums, cs, acc);
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t c = 0;
+  for (; c + 128 <= cols; c += 128) {
+    const int64_t g = c / group;
+    const int64_t ahead = prefetch_offset<R>(c / 2, row_bytes);
+    const __m512i xl = _mm512_loadu_si512(xq + c);
+    const __m512i xh = _mm512_loadu_si512(xq + c + 64);
+    for (int j = 0; j < R; ++j) {
+      const uint8_t* p = q + j * row_bytes + c / 2;
+      _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
+      const __m512i b = _mm512_loadu_si512(p);
+      const __m512i lo = _mm512_and_si512(b, mask);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), mask);
+      const __m512i dp = dpbusd(dpbusd(_mm512_setzero_si512(), lo, xl), hi, xh);
+      const float* f = cs + j * groups + g;
+      __m512 sc;
+      if constexpr (G64) {
+        double pair;
+        std::memcpy(&pair, f, sizeof(pair));
+        sc = _mm512_permutexvar_ps(halves,
+                                   _mm512_castpd_ps(_mm512_castpd128_pd512(_mm_set_sd(pair))));
+      } else {
+        sc = _mm512_set1_ps(f[0]);
+      }
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[j]);
+    }
+  }
+  if (c < cols) {  // one 64-column group left (chunk-64 order)
+    const int64_t g = c / group;
+    const __m512i xv = _mm512_loadu_si512(xq + c);
+    for (int j = 0; j < R; ++j) {
+      const __m512i dp = dpbusd(_mm512_setzero_si512(), load_codes64<4>(q + j * row_bytes, c), xv);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_set1_ps(cs[j * groups + g]), acc[j]);
+    }
+  }
+  for (int j = 0; j < R; ++j) y[j] = _mm512_reduce_add_ps(acc[j]);
+}
+
+template <bool G64>
+void matvec4_m1(const WeightMatrix& w, const int8_t* xq, const float* d, const float* sums,
+                int64_t r0, int64_t r1, float* y) {
+  constexpr int R = 4;
+  thread_local std::vector<float> cs;
+  cs.resize(static_cast<std::size_t>(R * (w.cols / w.group_size)));
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) dot_rows4_m1<R, G64>(w, r, xq, d, sums, cs.data(), y + r);
+  for (; r < r1; ++r) dot_rows4_m1<1, G64>(w, r, xq, d, sums, cs.data(), y + r);
+}
+
 // Rows [r0, r1) of y [M, w.rows] for quantized activations xq [M, cols], d / sums [M, groups].
 template <int Bits, int M>
 void matvec_range(const WeightMatrix& w, const int8_t* xq, const float* d, const float* sums,
@@ -388,6 +469,10 @@ void matvec_range(const WeightMatrix& w, const int8_t* xq, const float* d, const
   if constexpr (Bits == 8 && M == 1) {
     if (w.group_size == 64) return matvec8_m1<1>(w, xq, d, sums, r0, r1, y);
     if (w.group_size % 64 == 0) return matvec8_m1<0>(w, xq, d, sums, r0, r1, y);
+  }
+  if constexpr (Bits == 4 && M == 1) {
+    if (w.group_size == 64) return matvec4_m1<true>(w, xq, d, sums, r0, r1, y);
+    if (w.group_size % 128 == 0) return matvec4_m1<false>(w, xq, d, sums, r0, r1, y);
   }
   // Rows per step: enough independent accumulator chains to hide the FMA latency, within the
   // 32 vector registers (R x M accumulators + R x M group sums).

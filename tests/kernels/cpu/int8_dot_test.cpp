@@ -131,8 +131,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{769, 64, 1, 64, 8, DType::kBF16}, Case{33, 2112, 2, 64, 4, DType::kBF16},
         Case{13, 320, 4, 64, 8, DType::kF16}, Case{7, 384, 1, 128, 4, DType::kF32},
         Case{19, 1152, 3, 128, 8, DType::kBF16}, Case{29, 1024, 1, 64, 4, DType::kBF16},
-        // Batch-1 8-bit (the lean decode path): groups not a multiple of 16, group 128.
+        // Batch-1 (the lean decode paths): groups not a multiple of 16, group 128, a 64-column
+        // tail.
         Case{35, 1088, 1, 64, 8, DType::kF32}, Case{21, 1280, 1, 128, 8, DType::kF16},
+        Case{33, 2112, 1, 64, 4, DType::kF16}, Case{9, 1408, 1, 128, 4, DType::kBF16},
         // Prefill GEMM (5+ rows): partial 32-row activation tiles, weight rows not a multiple
         // of the 6-row tile, column blocks over 1024 columns adding up.
         Case{31, 96, 5, 32, 4, DType::kBF16}, Case{23, 2080, 17, 32, 8, DType::kF32},
