@@ -42,6 +42,12 @@ constexpr int64_t kMatVecRows = 4;
 // streamed from DRAM one core went 9.1-9.8 -> 12.5-13.7 GB/s (8-bit, 128256 x 2048), no
 // change when they sit in L3.
 constexpr int64_t kPrefetchBytes = 8192;
+// Batch-1 8-bit decode prefetches twice: kNearBytes of reading ahead into L1 and kFarBytes into
+// L2 (T2). On the GPU machine's CPU (lab int8_decode_cpu, W1, 1B token on 2 pinned threads) the
+// far prefetch took a variant from 55.4 to 44.5 ms (pure read of the bytes: 40.1 ms); on one
+// thread 88.9 -> 91.2 ms.
+constexpr int64_t kNearBytes = 4096;
+constexpr int64_t kFarBytes = 16384;
 // Below this many multiply-adds a decode call runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
 // GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows;
@@ -179,10 +185,10 @@ inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
 // rows of the next step once those end (a fixed distance would land on rows already being read
 // when a row is longer than kPrefetchBytes / R: 8-bit 8192-column rows went 12.6-13.1 -> 14.7
 // GB/s on one core); rows shorter than that: kPrefetchBytes on, whole steps ahead.
-template <int R>
+template <int R, int64_t Ahead = kPrefetchBytes>
 inline int64_t prefetch_offset(int64_t pos, int64_t row_bytes) {
-  constexpr int64_t kPerRow = kPrefetchBytes / R;
-  if (kPerRow >= row_bytes) return kPrefetchBytes;
+  constexpr int64_t kPerRow = Ahead / R;
+  if (kPerRow >= row_bytes) return Ahead;
   return pos + kPerRow < row_bytes ? kPerRow : kPerRow + (R - 1) * row_bytes;
 }
 
@@ -357,7 +363,10 @@ inline void begin_rows_m1(const WeightMatrix& w, int64_t r, const float* d, cons
 // are formed inline, so a row costs one reduction and no separate factor pass. Decode streams
 // its weights from DRAM at a rate the instruction count per cache line limits (a pure read of
 // the same bytes is ~20 % faster on one core), hence the care.
-template <int R, int GV>
+// Far: whether the kFarBytes prefetch runs (off for the steps whose far reach would leave the
+// caller's rows: it would pull in another chunk's rows, at 16 threads a large part of a small
+// matrix's chunk); the kNearBytes one always runs.
+template <int R, int GV, bool Far>
 void dot_rows8_m1(const WeightMatrix& w, int64_t r, const int8_t* xq, const float* d,
                   const float* sums, float* cs, float* y) {
   const int64_t cols = w.cols;
@@ -370,11 +379,14 @@ void dot_rows8_m1(const WeightMatrix& w, int64_t r, const int8_t* xq, const floa
     __m512i dp[R];
     for (int j = 0; j < R; ++j) dp[j] = _mm512_setzero_si512();
     for (int64_t c = g * group; c < (g + 1) * group; c += 64) {
-      const int64_t ahead = prefetch_offset<R>(c, cols);
+      const int64_t near = prefetch_offset<R, kNearBytes>(c, cols);
+      const int64_t far = Far ? prefetch_offset<R, kFarBytes>(c, cols) : 0;
       const __m512i xv = _mm512_loadu_si512(xq + c);
       for (int j = 0; j < R; ++j) {
-        _mm_prefetch(reinterpret_cast<const char*>(q + j * cols + c + ahead), _MM_HINT_T0);
-        dp[j] = dpbusd(dp[j], _mm512_loadu_si512(q + j * cols + c), xv);
+        const uint8_t* p = q + j * cols + c;
+        _mm_prefetch(reinterpret_cast<const char*>(p + near), _MM_HINT_T0);
+        if constexpr (Far) _mm_prefetch(reinterpret_cast<const char*>(p + far), _MM_HINT_T2);
+        dp[j] = dpbusd(dp[j], _mm512_loadu_si512(p), xv);
       }
     }
     for (int j = 0; j < R; ++j) {
@@ -394,8 +406,14 @@ void matvec8_m1(const WeightMatrix& w, const int8_t* xq, const float* d, const f
   thread_local std::vector<float> cs;
   cs.resize(static_cast<std::size_t>(R * (w.cols / w.group_size)));
   int64_t r = r0;
-  for (; r + R <= r1; r += R) dot_rows8_m1<R, GV>(w, r, xq, d, sums, cs.data(), y + r);
-  for (; r < r1; ++r) dot_rows8_m1<1, GV>(w, r, xq, d, sums, cs.data(), y + r);
+  for (; r + R <= r1; r += R) {
+    if ((r1 - r - R) * w.cols >= kFarBytes) {
+      dot_rows8_m1<R, GV, true>(w, r, xq, d, sums, cs.data(), y + r);
+    } else {
+      dot_rows8_m1<R, GV, false>(w, r, xq, d, sums, cs.data(), y + r);
+    }
+  }
+  for (; r < r1; ++r) dot_rows8_m1<1, GV, false>(w, r, xq, d, sums, cs.data(), y + r);
 }
 
 // dot_rows8_m1's 4-bit counterpart (groups of 64, G64, or a multiple of 128 columns): 128
