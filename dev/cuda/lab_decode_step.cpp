@@ -112,6 +112,7 @@ struct Variant {
   bool pdl;
   int grid_mode;  // 0 auto, 1 balanced (every warp the same task count), 2 one block per SM
   int l2_prefetch;
+  bool interleaved = false;  // gated shapes: gate/up rows alternate (GemvArgs::gate_up_interleaved)
 };
 
 int grid_for(const Variant& v, int tasks, int sms) {
@@ -135,7 +136,8 @@ const Variant kVariants[] = {
     {"v2 split2 pdl balanced (W1)", false, 2, true, 1, 0},
     {"v2 auto", false, 0, false, 0, 0},
     {"v2 auto pdl", false, 0, true, 0, 0},
-    {"v2 auto pdl L2 first rows", false, 0, true, 0, 1},
+    {"v2 split1 pdl interleaved", false, 1, true, 0, 0, true},
+    {"v2 auto pdl interleaved", false, 0, true, 0, 0, true},
 };
 
 // One decode GEMV shape: a chain of `copies` launches over distinct weight copies, captured
@@ -146,8 +148,17 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
   const int wrows = gatedv ? 2 * n : n;
   const size_t elems = size_t(wrows) * k;
   const int copies = std::max<int>(4, static_cast<int>((size_t{768} << 20) / (elems * 2)));
-  std::vector<DeviceBuffer> ws;
+  std::vector<DeviceBuffer> ws, wsi;
   for (int i = 0; i < copies; ++i) ws.push_back(lab.bf16(elems));
+  // Gated: the same weights with gate row j and up row j as rows 2j, 2j + 1.
+  for (int i = 0; gatedv && i < copies; ++i) {
+    wsi.push_back(lab.raw(elems * 2));
+    for (int p = 0; p < 2; ++p) {
+      CK(cudaMemcpy2DAsync(wsi[i].as<Bf16>() + size_t(p) * k, size_t(4) * k,
+                           ws[i].as<Bf16>() + size_t(p) * n * k, size_t(2) * k, size_t(2) * k, n,
+                           cudaMemcpyDeviceToDevice, lab.st()));
+    }
+  }
   DeviceBuffer x = lab.bf16(k, 1.0f);
   const size_t ybytes = size_t(wrows) * 4;
   DeviceBuffer y = lab.raw(ybytes), yref = lab.raw(ybytes), act_ref = lab.raw(size_t(n) * 2);
@@ -164,7 +175,8 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
     GemvArgs a;
     a.x = x.as<Bf16>();
     a.ldx = k;
-    a.w = ws[i].as<Bf16>();
+    a.w = v.interleaved ? wsi[i].as<Bf16>() : ws[i].as<Bf16>();
+    a.gate_up_interleaved = v.interleaved;
     a.ldw = k;
     a.y = out;
     a.ldy = n;
@@ -193,6 +205,7 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
   const double bytes = double(elems) * 2;
   double base_us = 0;
   for (const Variant& v : kVariants) {
+    if (v.interleaved && !gatedv) continue;
     double err = 0;
     if (!v.old_kernel) {
       CK(cudaMemsetAsync(y.data(), 0xff, ybytes, lab.st()));
@@ -245,13 +258,14 @@ struct StepVariant {
   int split;
   int l2_prefetch;
   int next;  // 1: qkv prefetches o's weights into L2; 2: also o the head of gate_up's
-  int rope;  // 0: rope_kv_write kernel; 1: in the qkv GEMV's epilogue (2, 3: at split 2, 1 where
-             // auto picks 4); -1: skipped (timing only)
+  int rope;  // 0: rope_kv_write kernel; 1: in the qkv GEMV's epilogue (2, 3: at split 2, 4;
+             // auto picks 1); -1: skipped (timing only)
   int attn;  // 0: paged_attention; 1: with PDL (prologue before the wait, early trigger); -1:
              // skipped
   int attn_splits = 0;  // 0: paged_attention_num_splits (the model's choice)
   bool o_l2 = false;   // the o GEMV pulls its first rows into L2 before its wait (during attention)
   int attn_warps = 0;  // PagedAttentionArgs::block_warps (0: src's choice, 8 at batch 1)
+  bool gu_interleaved = false;  // gate_up read as alternating gate/up rows (timing only)
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -316,6 +330,7 @@ void decode_step(Lab& lab, double copy_bw) {
     a.split = v.split;
     a.pdl = v.pdl;
     a.l2_prefetch = l2 >= 0 ? l2 : v.l2_prefetch;
+    a.gate_up_interleaved = v.gu_interleaved && epi == GemvEpilogue::kGatedSilu;
     if (next != nullptr) {
       a.prefetch = next->data();
       a.prefetch_bytes = next_bytes;
@@ -403,7 +418,7 @@ void decode_step(Lab& lab, double copy_bw) {
           a.n = s.qkv();
           a.k = s.hidden;
           a.sm_count = lab.sms();
-          a.split = v.rope == 2 ? 2 : v.rope == 3 ? 1 : v.split;
+          a.split = v.rope == 2 ? 2 : v.rope == 3 ? 4 : v.split;
           a.pdl = v.pdl;
           CK(gemv_bf16(a, st));
         } else {
@@ -446,12 +461,10 @@ void decode_step(Lab& lab, double copy_bw) {
       {"  + rope in qkv + attention pdl, 4 warps", false, true, true, 0, 0, 0, 1, 1, 0, false, 4},
       {"  + rope in qkv + attention pdl, 8 warps (src now)", false, true, true, 0, 0, 0, 1, 1},
       {"  rope in qkv at split 2 + attention pdl", false, true, true, 0, 0, 0, 2, 1},
-      {"  rope in qkv at split 1 + attention pdl", false, true, true, 0, 0, 0, 3, 1},
+      {"  rope in qkv at split 4 + attention pdl", false, true, true, 0, 0, 0, 3, 1},
       {"  src now, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2},
-      {"  src now, attention 4 splits", false, true, true, 0, 0, 0, 1, 1, 4},
-      {"  src now, attention 8 splits", false, true, true, 0, 0, 0, 1, 1, 8},
-      {"  src now + o GEMV L2 first rows", false, true, true, 0, 0, 0, 1, 1, 0, true},
-      {"  src now + o L2 first rows, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2,
+
+      {"timing: src now, gate/up rows interleaved", false, true, true, 0, 0, 0, 1, 1, 0, false, 0,
        true},
       {"timing: fused, no rope kernel", false, true, true, 0, 0, 0, -1, 0},
       {"timing: fused, no attention", false, true, true, 0, 0, 0, 0, -1},
@@ -467,7 +480,7 @@ void decode_step(Lab& lab, double copy_bw) {
     auto lg = lab.download<float>(logits, s.vocab);
     auto rs = lab.download<uint16_t>(resid, s.hidden);
     const char* check_note = "reference";
-    if (v.rope < 0 || v.attn < 0) {
+    if (v.rope < 0 || v.attn < 0 || v.gu_interleaved) {
       check_note = "timing only";
     } else if (ref_logits.empty()) {
       ref_logits = lg;

@@ -274,14 +274,19 @@ __device__ __forceinline__ int64_t weight_row(const GemvArgs& a, int task, int p
     const int half = a.rope.head_dim / 2;
     const int head = task / half;
     return static_cast<int64_t>(head) * a.rope.head_dim + (task - head * half) + p * half;
+  } else if constexpr (kMode == kGatedPair) {
+    return a.gate_up_interleaved ? 2 * static_cast<int64_t>(task) + p
+                                 : task + static_cast<int64_t>(p) * a.n;
   } else {
-    return task + static_cast<int64_t>(p) * a.n;
+    return task;
   }
 }
 
 // rope_kv_write's stores for token r's rows i, i + head_dim / 2 of one head: v0, v1 as the
-// unfused GEMV stores them (bf16, + bias), then rotated (q, k) or copied (v).
-__device__ __forceinline__ void store_rope(const GemvArgs& a, int r, int task, float v0, float v1) {
+// unfused GEMV stores them (bf16, + bias), then rotated (q, k) or copied (v). pos, slot and
+// inv_freq[i] were loaded while the weights streamed.
+__device__ __forceinline__ void store_rope(const GemvArgs& a, int r, int task, float v0, float v1,
+                                           float pos, int64_t slot, float freq) {
   const RopeKvWriteArgs& p = a.rope;
   const int half = p.head_dim / 2;
   const int head = task / half;
@@ -293,7 +298,6 @@ __device__ __forceinline__ void store_rope(const GemvArgs& a, int r, int task, f
   if (head < p.q_heads) {
     dst = p.q_out + r * p.ld_q_out + row0;
   } else {
-    const int64_t slot = p.slots[r];
     if (slot < 0) return;
     const bool is_v = head >= p.q_heads + p.kv_heads;
     const int kv_head = head - p.q_heads - (is_v ? p.kv_heads : 0);
@@ -304,8 +308,7 @@ __device__ __forceinline__ void store_rope(const GemvArgs& a, int r, int task, f
       return;
     }
   }
-  detail::rope_pair(static_cast<float>(p.positions[r]), p.inv_freq[i], p.attention_scaling, x1, x2,
-                    dst, dst + half);
+  detail::rope_pair(pos, freq, p.attention_scaling, x1, x2, dst, dst + half);
 }
 
 // One output column per warp task (split warps per task, each taking every split-th
@@ -360,6 +363,22 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
       if (c < chunks) norm_w[j] = *reinterpret_cast<const uint4*>(a.norm_weight + c * 8);
     }
   }
+  // RoPE pairs: the rows' positions and cache slots (step metadata, which no kernel writes)
+  // load before the wait; each task's frequency at its start. The epilogue then waits on no
+  // memory (W1: loading them there cost ~4 us a layer at 3 tasks a warp).
+  float rope_pos[kRows];
+  int64_t rope_slot[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    rope_pos[r] = 0.0f;
+    rope_slot[r] = -1;
+    if constexpr (kMode == kRopePair) {
+      if (sub == 0 && lane == 0) {
+        rope_pos[r] = static_cast<float>(a.rope.positions[r]);
+        rope_slot[r] = a.rope.slots[r];
+      }
+    }
+  }
   detail::grid_dependency_wait();
   for (int i = threadIdx.x; i < kRows * chunks; i += blockDim.x) {
     int r = i / chunks;
@@ -380,6 +399,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
     float old[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) old[r] = 0.0f;
+    float rope_freq = 0.0f;
+    if constexpr (kMode == kRopePair) {
+      if (active && sub == 0 && lane == 0) {
+        rope_freq = a.rope.inv_freq[task % (a.rope.head_dim / 2)];
+      }
+    }
     if (active && sub == 0 && lane == 0 && reads_y(a.epilogue)) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
@@ -477,7 +502,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         if constexpr (kMode == kRopePair) {
-          store_rope(a, r, task, acc[0][r], acc[1][r]);
+          store_rope(a, r, task, acc[0][r], acc[1][r], rope_pos[r], rope_slot[r], rope_freq);
         } else {
           store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r], old[r]);
         }
@@ -501,38 +526,18 @@ int balanced_blocks(int tasks, int split, int cap) {
   return detail::ceil_div(tasks, tasks_per_block * rounds);
 }
 
-// The split whose balanced grid puts the least work on the busiest SM (at most 2 blocks an
-// SM): blocks there x rounds x tasks a block does per round.
-int least_loaded_split(int tasks, int sms) {
-  int best = 1;
-  int64_t best_load = 0;
-  for (int split : {1, 2, 4}) {
-    const int blocks = balanced_blocks(tasks, split, 2 * sms);
-    const int rounds = detail::ceil_div(tasks, kWarps / split * blocks);
-    const int64_t load =
-        static_cast<int64_t>(detail::ceil_div(blocks, sms)) * rounds * (kWarps / split);
-    if (split == 1 || load < best_load) {
-      best = split;
-      best_load = load;
-    }
-  }
-  return best;
-}
-
 template <int kRows, int kMode, typename OutT>
 cudaError_t launch_fused(const GemvArgs& a, cudaStream_t stream) {
   // Split 0: one warp per row while the rows fit one wave of warps (2 blocks of 16 per SM),
   // else two warps per row over a grid where every warp gets the same number of tasks
   // (lab_decode_step, W1: qkv, gate_up, lm_head 2-7 % faster; o, down 1-3 % slower). RoPE
-  // pairs (3072 tasks of 2 rows for the 8B's qkv) take the split that loads the SMs most
-  // evenly (4 there: 256 blocks; 1 or 2 leave 192 blocks, 60 SMs with two).
+  // pairs follow the same rule: the 8B's 3072 pairs take split 1 (192 blocks; the step with
+  // the attention after it measured 4.023 ms at split 1, 4.107 at 2, 4.071 at 4: the SMs
+  // with one block host the attention's blocks and the o GEMV's first ones).
   GemvArgs b = a;
   const int tasks = kMode == kRopePair ? a.n / 2 : a.n;
-  const int sms = std::max(1, a.sm_count);
-  const int cap = sms * 2;
-  if (b.split == 0) {
-    b.split = kMode == kRopePair ? least_loaded_split(tasks, sms) : (tasks > cap * kWarps ? 2 : 1);
-  }
+  const int cap = std::max(1, a.sm_count) * 2;
+  if (b.split == 0) b.split = tasks > cap * kWarps ? 2 : 1;
   const int tasks_per_block = kWarps / b.split;
   int blocks = std::min(detail::ceil_div(tasks, tasks_per_block), cap);
   if (a.split == 0 && b.split > 1) blocks = balanced_blocks(tasks, b.split, cap);

@@ -372,7 +372,6 @@ __global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, cons
   __shared__ float scratch[32];
   const int t = blockIdx.x;
   const int h = blockIdx.y;
-  if (a.pdl) detail::launch_dependents();  // as in decode_kernel
   if (skip_q_len > 0 && key_range(a, t).q_len >= skip_q_len) return;
   detail::grid_dependency_wait();  // the split kernel's partials
   const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
@@ -428,7 +427,11 @@ cudaError_t current_device_attribute(cudaDeviceAttr attr, int* value) {
 }
 
 template <int kHeadDim>
-cudaError_t launch(const PagedAttentionArgs& a, int sm_count, cudaStream_t stream) {
+cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t stream) {
+  // PDL only without splits: with them (b1 x 32k, b16 x 2k) the lab's 16-call chains ran
+  // 4-6 us slower under it (W1), without them b64 / b256 / the b1 decode step gained.
+  PagedAttentionArgs a = args;
+  a.pdl = args.pdl && args.num_splits == 1;
   int skip_q_len = 0;
   // The tiled path has work only when some sequence has kTiledMinQueries new tokens; with at
   // least one token a sequence, that needs tokens - (seqs - 1) of them. Otherwise (decode

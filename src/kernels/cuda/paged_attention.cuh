@@ -35,10 +35,10 @@ struct PagedAttentionArgs {
   int sliding_window = 0;      // 0: off
   int num_splits = 1;          // 1..256, from paged_attention_num_splits(); > 1 needs the workspace
   float* workspace = nullptr;  // paged_attention_workspace_bytes() bytes when num_splits > 1
-  // Programmatic dependent launch (sm_90+ only; the caller checks): the decode kernel looks
-  // up its sequence and first block-table entries (step metadata, which no kernel writes)
-  // before it waits for the previous kernel, and every attention kernel lets the next
-  // PDL-launched kernel start at once (its blocks' weight loads overlap the attention).
+  // Programmatic dependent launch (sm_90+ only; the caller checks), used when num_splits is
+  // 1: the decode kernel looks up its sequence (step metadata, which no kernel writes) before
+  // it waits for the previous kernel, and lets the next PDL-launched kernel start at once
+  // (the decode step's o GEMV streams its first weights during the attention).
   bool pdl = false;
   // Warps a decode block: 0 picks (8 when the grid fills under half the SMs and 32 <= head_dim
   // <= 128, else 4); 4 or 8 force it (lab A/B; 8 falls back to 4 outside that head_dim range).
