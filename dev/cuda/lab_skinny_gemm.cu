@@ -93,14 +93,12 @@ struct Variant {
   int splits;  // 0 = auto
   bool pdl;
   bool evict_first;
-  bool stream_k = false;
 };
 
 std::string describe(const SkinnyGemmPlan& p, const Variant& v) {
   char buf[96];
-  std::snprintf(buf, sizeof(buf), "bn%d mt%d st%d %s%d g%d%s%s", p.bn, p.mt, p.stages,
-                p.stream_k ? "sk" : "s", p.stream_k ? p.per_block : p.splits, p.grid,
-                v.pdl ? " pdl" : "", v.evict_first ? " ef" : "");
+  std::snprintf(buf, sizeof(buf), "bn%d mt%d st%d s%d g%d%s%s", p.bn, p.mt, p.stages, p.splits,
+                p.grid, v.pdl ? " pdl" : "", v.evict_first ? " ef" : "");
   return buf;
 }
 
@@ -123,7 +121,6 @@ SkinnyGemmArgs make_args(int m, int n, int k, const Bf16* x, const Bf16* w, void
   a.splits = v.splits;
   a.pdl = v.pdl;
   a.evict_first = v.evict_first;
-  a.stream_k = v.stream_k;
   a.partials = ws.partials;
   a.counters = ws.counters;
   return a;
@@ -213,7 +210,6 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
       for (int occ : {1, 2}) {
         if (bn == 256 && occ == 2) continue;  // one block per SM only
         for (int splits : {1, 2, 3, 4, 6, 8}) variants.push_back({bn, occ, splits, false, false});
-        variants.push_back({bn, occ, 0, false, false, true});
       }
     }
     double best_us = 1e30;
@@ -242,7 +238,7 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
           best_us = us;
           best = name;
         }
-        const int group = v.bn == 0 ? 0 : v.bn * 10 + v.occupancy;  // one line each
+        const int group = v.bn == 0 ? 0 : v.bn * 10 + v.occupancy;
         if (group != last_group && !line.empty()) {
           std::printf("    %s\n", line.c_str());
           line.clear();
@@ -296,7 +292,7 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
               layer_bytes / 1e6);
   for (int m : {8, 16, 32, 64, 128, 256}) {
     try {
-      auto run = [&](int which, bool pdl, bool stream_k = false) {
+      auto run = [&](int which, bool pdl) {
         return graph_us(st, kLayers, [&](int l) {
           for (int i = 0; i < 4; ++i) {
             const int n = kShapes[i].n;
@@ -305,7 +301,7 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
               GemmShape g{m, n, k, k, k, n, GemmOut::kBf16, false};
               CK(gemm.run(g, x, w[l * 4 + i], y));
             } else {
-              Variant v{0, 0, 0, pdl, false, stream_k};
+              Variant v{0, 0, 0, pdl, false};
               CK(skinny_gemm(make_args(m, n, k, x, w[l * 4 + i], y, false, sm, v, ws), st));
             }
           }
@@ -314,13 +310,11 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
       const double c = run(0, false);
       const double s = run(1, false);
       const double p = run(1, true);
-      const double sk = run(1, true, true);
       auto pct = [&](double us) { return 100.0 * layer_bytes / (us * 1e-6) / copy_bw; };
       std::printf(
           "  m=%3d cuBLASLt %6.1f us (%5.1f%%) | skinny %6.1f us (%5.1f%%) | skinny+pdl %6.1f "
-          "us (%5.1f%%) | stream-K+pdl %6.1f us (%5.1f%%) | x32 layers: %.2f -> %.2f ms\n",
-          m, c, pct(c), s, pct(s), p, pct(p), sk, pct(sk), c * 32e-3,
-          std::min(std::min(s, p), sk) * 32e-3);
+          "us (%5.1f%%) | x32 layers: %.2f -> %.2f ms\n",
+          m, c, pct(c), s, pct(s), p, pct(p), c * 32e-3, std::min(s, p) * 32e-3);
     } catch (const std::exception& e) {
       std::printf("  m=%d ERROR %s\n", m, e.what());
     }

@@ -10,8 +10,8 @@
 namespace hearth::cuda {
 namespace {
 
-// Counters a split-K or stream-K launch may need (one a tile).
-constexpr int kSkinnyCounters = 4096;
+// Counters a split-K launch may need: its tiles number fewer than the block slots.
+constexpr int kSkinnyCounters = 1024;
 
 }  // namespace
 
@@ -123,11 +123,10 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
     a.pdl = ctx_->properties().major >= 9;  // weight loads overlap the previous kernel's tail
     if (skinny_gemm_supported(a)) {
       SkinnyGemmPlan plan = skinny_gemm_plan(a);
-      if ((plan.splits > 1 || plan.stream_k) &&
+      if (plan.splits > 1 &&
           (plan.partial_floats * sizeof(float) > ctx_->workspace_size() ||
            plan.counters > kSkinnyCounters || skinny_counters_.data() == nullptr)) {
         a.splits = 1;  // no room for the partials: one unit per tile
-        a.stream_k = false;
       }
       a.partials = static_cast<float*>(ctx_->workspace());
       a.counters = skinny_counters_.as<unsigned>();

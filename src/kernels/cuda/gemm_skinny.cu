@@ -47,10 +47,6 @@ struct Params {
   int splits;
   int ksteps;
   int units;
-  int stream_k;  // 1: block b owns iterations [b * per_block, +per_block) of the flattened
-                 // (tile, k stage) space instead of units
-  int per_block;
-  int iterations;  // tiles * ksteps
   float* partials;
   unsigned* counters;
 };
@@ -58,8 +54,7 @@ struct Params {
 // One unit of work: a bn x mt output tile over the k stages [k_begin, k_end).
 struct Unit {
   int tile;
-  int split;  // split-K: the split; stream-K: the block's partial slot (0 its first tile,
-              // 1 its last) or -1 when the unit covers the whole tile
+  int split;
   int n0;
   int t0;
   int k_begin;
@@ -78,74 +73,23 @@ __device__ __forceinline__ Unit unit_at(const Params& p, int u) {
   return unit;
 }
 
-// Stream-K: the unit of the flattened iteration i (in this block's range, ending at end).
-template <int kBn, int kMt>
-__device__ __forceinline__ Unit stream_unit_at(const Params& p, int i, int end) {
-  Unit unit;
-  unit.tile = i / p.ksteps;
-  unit.n0 = (unit.tile % p.tiles_n) * kBn;
-  unit.t0 = (unit.tile / p.tiles_n) * kMt;
-  unit.k_begin = i - unit.tile * p.ksteps;
-  unit.k_end = min(p.ksteps, end - unit.tile * p.ksteps);
-  const bool whole = unit.k_begin == 0 && unit.k_end == p.ksteps;
-  unit.split = whole ? -1 : (i == static_cast<int>(blockIdx.x) * p.per_block ? 0 : 1);
-  return unit;
-}
-
-// Walks a block's (unit, k stage) sequence: units blockIdx.x, + gridDim.x, ... (or, with
-// stream-K, the block's range of iterations).
+// Walks a block's (unit, k stage) sequence: units blockIdx.x, + gridDim.x, ...
 template <int kBn, int kMt>
 struct Cursor {
-  int u;    // units: the unit; stream-K: the iteration the unit starts at
-  int end;  // stream-K: the block's first iteration past its range
+  int u;
   int ks;
-  bool live;
   Unit unit;
-  __device__ __forceinline__ void start(const Params& p) {
-    if (p.stream_k) {
-      u = static_cast<int>(blockIdx.x) * p.per_block;
-      end = min(u + p.per_block, p.iterations);
-      enter(p, u);
-    } else {
-      enter(p, static_cast<int>(blockIdx.x));
-    }
-  }
-  __device__ __forceinline__ void enter(const Params& p, int at) {
-    u = at;
-    live = p.stream_k ? u < end : u < p.units;
-    if (live) {
-      unit = p.stream_k ? stream_unit_at<kBn, kMt>(p, u, end) : unit_at<kBn, kMt>(p, u);
+  __device__ __forceinline__ void start(const Params& p, int first) {
+    u = first;
+    if (u < p.units) {
+      unit = unit_at<kBn, kMt>(p, u);
       ks = unit.k_begin;
     }
   }
-  __device__ __forceinline__ bool valid() const { return live; }
+  __device__ __forceinline__ bool valid(const Params& p) const { return u < p.units; }
   __device__ __forceinline__ bool last_stage() const { return ks + 1 == unit.k_end; }
   __device__ __forceinline__ void next(const Params& p) {
-    if (++ks == unit.k_end) {
-      enter(p, p.stream_k ? unit.tile * p.ksteps + unit.k_end : u + static_cast<int>(gridDim.x));
-    }
-  }
-};
-
-// The partials that make up a split tile, in summation order: count() of them, index(j) the
-// partial slot of the j-th (f32 tiles of bn x mt in p.partials).
-struct TileSources {
-  int first;
-  int count;
-  int tile;
-  __device__ __forceinline__ TileSources(const Params& p, const Unit& unit) : tile(unit.tile) {
-    if (p.stream_k) {
-      first = tile * p.ksteps / p.per_block;
-      count = ((tile + 1) * p.ksteps - 1) / p.per_block - first + 1;
-    } else {
-      first = tile * p.splits;
-      count = p.splits;
-    }
-  }
-  __device__ __forceinline__ int index(const Params& p, int j) const {
-    if (!p.stream_k) return first + j;
-    const int block = first + j;  // its slot 0 holds its first tile, slot 1 its last
-    return 2 * block + (block * p.per_block >= tile * p.ksteps ? 0 : 1);
+    if (++ks == unit.k_end) start(p, u + static_cast<int>(gridDim.x));
   }
 };
 
@@ -270,11 +214,11 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
   // Prologue: the weights of the first kStages - 1 stages go out before waiting on the
   // previous kernel (they never depend on it), x after. Group 0 holds all those weights.
   Cursor<kBn, kMt> load;
-  load.start(p);
+  load.start(p, static_cast<int>(blockIdx.x));
   {
     Cursor<kBn, kMt> ahead = load;
     for (int s = 0; s < kStages - 1; ++s) {
-      if (ahead.valid()) {
+      if (ahead.valid(p)) {
         load_w(s, ahead);
         ahead.next(p);
       }
@@ -286,7 +230,7 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
   detail::launch_dependents();
   detail::grid_dependency_wait();
   for (int s = 0; s < kStages - 1; ++s) {
-    if (load.valid()) {
+    if (load.valid(p)) {
       load_x(s, load);
       load.next(p);
     }
@@ -304,13 +248,13 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
   }
 
   Cursor<kBn, kMt> cur;
-  cur.start(p);
+  cur.start(p, static_cast<int>(blockIdx.x));
   int stage = 0;
   int load_stage = kStages - 1;
-  while (cur.valid()) {
+  while (cur.valid(p)) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage `stage` landed for all threads; load_stage is free
-    if (load.valid()) {
+    if (load.valid(p)) {
       load_w(load_stage, load);
       load_x(load_stage, load);
       load.next(p);
@@ -350,15 +294,12 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
     if (cur.last_stage()) {
       const Unit& unit = cur.unit;
       bool write = true;
-      if (p.stream_k ? unit.split >= 0 : p.splits > 1) {
+      if (p.splits > 1) {
         // Partials in thread order (coalesced); the tile's last block to arrive sums all
-        // of the tile's partials in k order, so the result does not depend on the arrival
-        // order.
+        // splits in split order, so the result does not depend on the arrival order.
         const size_t tile_floats = static_cast<size_t>(kBn) * kMt;
-        const TileSources sources(p, unit);
-        const int my_slot = p.stream_k ? 2 * static_cast<int>(blockIdx.x) + unit.split
-                                       : unit.tile * p.splits + unit.split;
-        float* mine = p.partials + static_cast<size_t>(my_slot) * tile_floats;
+        float* mine =
+            p.partials + (static_cast<size_t>(unit.tile) * p.splits + unit.split) * tile_floats;
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
 #pragma unroll
@@ -374,12 +315,14 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
         __syncthreads();
         if (threadIdx.x == 0) {
           const unsigned prev = atomicAdd(p.counters + unit.tile, 1u);
-          last_arrival = prev + 1 == static_cast<unsigned>(sources.count);
+          last_arrival = prev + 1 == static_cast<unsigned>(p.splits);
         }
         __syncthreads();
         write = last_arrival != 0;
         if (write) {
           __threadfence();
+          const float* tile_base =
+              p.partials + static_cast<size_t>(unit.tile) * p.splits * tile_floats;
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
 #pragma unroll
@@ -388,11 +331,10 @@ __global__ void __launch_bounds__(block_threads(kBn, kMt), kOccupancy)
               for (int e = 0; e < 4; ++e) {
                 const int r = (i * kNt + j) * 4 + e;
                 float sum = 0.0f;
-                for (int s = 0; s < sources.count; ++s) {
-                  const int slot = sources.index(p, s);
-                  sum += slot == my_slot
+                for (int s = 0; s < p.splits; ++s) {
+                  sum += s == unit.split
                              ? acc[i][j][e]
-                             : __ldcg(p.partials + slot * tile_floats + r * kThreads + threadIdx.x);
+                             : __ldcg(tile_base + s * tile_floats + r * kThreads + threadIdx.x);
                 }
                 acc[i][j][e] = sum;
               }
@@ -510,19 +452,6 @@ SkinnyGemmPlan skinny_gemm_plan(const SkinnyGemmArgs& a) {
   const int tiles = ceil_div(a.n, plan.bn) * ceil_div(a.m, plan.mt);
   const int ksteps = ceil_div(a.k, kBk);
   const int slots = a.sm_count * occupancy;
-  if (a.stream_k) {
-    // Every block gets the same number of (tile, k stage) iterations.
-    const int iterations = tiles * ksteps;
-    const int blocks = a.grid > 0 ? a.grid : slots;
-    plan.stream_k = true;
-    plan.per_block = (iterations + blocks - 1) / blocks;
-    plan.grid = (iterations + plan.per_block - 1) / plan.per_block;
-    plan.splits = 1;
-    plan.units = tiles;
-    plan.partial_floats = static_cast<size_t>(plan.grid) * 2 * plan.bn * plan.mt;
-    plan.counters = tiles;
-    return plan;
-  }
   int splits = a.splits;
   if (splits <= 0) {
     // Split k only while the tiles leave SMs idle, and keep >= 8 stages a split.
@@ -542,7 +471,7 @@ SkinnyGemmPlan skinny_gemm_plan(const SkinnyGemmArgs& a) {
 cudaError_t skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
   if (!skinny_gemm_supported(a)) return cudaErrorInvalidValue;
   const SkinnyGemmPlan plan = skinny_gemm_plan(a);
-  if ((plan.splits > 1 || plan.stream_k) && (a.partials == nullptr || a.counters == nullptr)) {
+  if (plan.splits > 1 && (a.partials == nullptr || a.counters == nullptr)) {
     return cudaErrorInvalidValue;
   }
   Params params{};
@@ -561,9 +490,6 @@ cudaError_t skinny_gemm(const SkinnyGemmArgs& a, cudaStream_t stream) {
   params.splits = plan.splits;
   params.ksteps = ceil_div(a.k, kBk);
   params.units = plan.units;
-  params.stream_k = plan.stream_k ? 1 : 0;
-  params.per_block = plan.per_block;
-  params.iterations = ceil_div(a.n, plan.bn) * ceil_div(a.m, plan.mt) * params.ksteps;
   params.partials = a.partials;
   params.counters = a.counters;
   const int occupancy = a.occupancy != 0 ? a.occupancy : 1;

@@ -39,9 +39,6 @@ struct SkinnyGemmArgs {
   int occupancy = 0;
   int splits = 0;
   int grid = 0;
-  // Stream-K: the (tile, k stage) iterations split evenly over the grid's blocks (a tile
-  // shared by blocks is summed by its last block in k order) instead of whole units.
-  bool stream_k = false;
   bool pdl = false;          // programmatic dependent launch (sm_90+): weight loads start
                              // before the previous kernel finishes
   bool evict_first = false;  // weights loaded with an L2 evict-first policy
@@ -65,8 +62,6 @@ struct SkinnyGemmPlan {
   int stages = 0;
   int threads = 0;
   int splits = 1;
-  bool stream_k = false;
-  int per_block = 0;  // stream-K: iterations a block
   int units = 0;
   int grid = 0;
   size_t smem_bytes = 0;
