@@ -131,11 +131,16 @@ bool paged_attention_avx512(CpuContext& ctx, const PagedAttentionArgs& a) {
       a.num_heads % a.num_kv_heads != 0) {
     return false;
   }
-  // Work items: (sequence, block of kQueryTokens tokens) x KV head.
+  // Work items: (sequence, block of kQueryTokens tokens) x KV head. Later blocks of a
+  // sequence see more keys: they come first, so the pool's in-order chunks end on cheap ones
+  // (in token order a causal prefill's heaviest blocks were claimed last and set the finish).
   std::vector<std::pair<int, int32_t>> blocks;
   for (int s = 0; s < a.num_sequences; ++s) {
-    for (int32_t t0 = 0; t0 < a.sequences[s].num_tokens; t0 += kQueryTokens)
+    const int32_t nt = a.sequences[s].num_tokens;
+    for (int32_t t0 = (nt - 1) / kQueryTokens * kQueryTokens; nt > 0 && t0 >= 0;
+         t0 -= kQueryTokens) {
       blocks.push_back({s, t0});
+    }
   }
   const int64_t items = static_cast<int64_t>(blocks.size()) * a.num_kv_heads;
   ctx.pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
