@@ -112,7 +112,7 @@ struct Variant {
   bool pdl;
   int grid_mode;  // 0 auto, 1 balanced (every warp the same task count), 2 one block per SM
   int l2_prefetch;
-  bool interleaved = false;  // gated shapes: gate/up rows alternate (GemvArgs::gate_up_interleaved)
+  int gu_block = 0;  // gated shapes: GemvArgs::gate_up_block (b gate rows, then their b up rows)
 };
 
 int grid_for(const Variant& v, int tasks, int sms) {
@@ -136,8 +136,10 @@ const Variant kVariants[] = {
     {"v2 split2 pdl balanced (W1)", false, 2, true, 1, 0},
     {"v2 auto", false, 0, false, 0, 0},
     {"v2 auto pdl", false, 0, true, 0, 0},
-    {"v2 split1 pdl interleaved", false, 1, true, 0, 0, true},
-    {"v2 auto pdl interleaved", false, 0, true, 0, 0, true},
+    {"v2 auto pdl gate/up alternating", false, 0, true, 0, 0, 1},
+    {"v2 split1 pdl gate/up alternating", false, 1, true, 0, 0, 1},
+    {"v2 auto pdl gate/up blocks of 16", false, 0, true, 0, 0, 16},
+    {"v2 auto pdl gate/up blocks of 128", false, 0, true, 0, 0, 128},
 };
 
 // One decode GEMV shape: a chain of `copies` launches over distinct weight copies, captured
@@ -148,17 +150,28 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
   const int wrows = gatedv ? 2 * n : n;
   const size_t elems = size_t(wrows) * k;
   const int copies = std::max<int>(4, static_cast<int>((size_t{768} << 20) / (elems * 2)));
-  std::vector<DeviceBuffer> ws, wsi;
+  std::vector<DeviceBuffer> ws;
   for (int i = 0; i < copies; ++i) ws.push_back(lab.bf16(elems));
-  // Gated: the same weights with gate row j and up row j as rows 2j, 2j + 1.
-  for (int i = 0; gatedv && i < copies; ++i) {
-    wsi.push_back(lab.raw(elems * 2));
-    for (int p = 0; p < 2; ++p) {
-      CK(cudaMemcpy2DAsync(wsi[i].as<Bf16>() + size_t(p) * k, size_t(4) * k,
-                           ws[i].as<Bf16>() + size_t(p) * n * k, size_t(2) * k, size_t(2) * k, n,
-                           cudaMemcpyDeviceToDevice, lab.st()));
+  // Gated: the same weights in blocks of b gate rows, then their b up rows (one set of
+  // copies per block size, made when a variant first asks).
+  std::vector<std::pair<int, std::vector<DeviceBuffer>>> blocked;
+  auto blocked_copies = [&](int b) -> std::vector<DeviceBuffer>& {
+    for (auto& e : blocked) {
+      if (e.first == b) return e.second;
     }
-  }
+    blocked.emplace_back(b, std::vector<DeviceBuffer>{});
+    auto& set = blocked.back().second;
+    const size_t row = size_t(2) * k;  // bytes
+    for (int i = 0; i < copies; ++i) {
+      set.push_back(lab.raw(elems * 2));
+      for (int p = 0; p < 2; ++p) {
+        CK(cudaMemcpy2DAsync(set[i].as<Bf16>() + size_t(p) * b * k, 2 * b * row,
+                             ws[i].as<Bf16>() + size_t(p) * n * k, b * row, b * row, n / b,
+                             cudaMemcpyDeviceToDevice, lab.st()));
+      }
+    }
+    return set;
+  };
   DeviceBuffer x = lab.bf16(k, 1.0f);
   const size_t ybytes = size_t(wrows) * 4;
   DeviceBuffer y = lab.raw(ybytes), yref = lab.raw(ybytes), act_ref = lab.raw(size_t(n) * 2);
@@ -175,8 +188,8 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
     GemvArgs a;
     a.x = x.as<Bf16>();
     a.ldx = k;
-    a.w = v.interleaved ? wsi[i].as<Bf16>() : ws[i].as<Bf16>();
-    a.gate_up_interleaved = v.interleaved;
+    a.w = v.gu_block > 0 ? blocked_copies(v.gu_block)[i].as<Bf16>() : ws[i].as<Bf16>();
+    a.gate_up_block = v.gu_block;
     a.ldw = k;
     a.y = out;
     a.ldy = n;
@@ -205,7 +218,7 @@ void shape_chain(Lab& lab, const char* what, int n, int k, GemvEpilogue epi, boo
   const double bytes = double(elems) * 2;
   double base_us = 0;
   for (const Variant& v : kVariants) {
-    if (v.interleaved && !gatedv) continue;
+    if (v.gu_block > 0 && !gatedv) continue;
     double err = 0;
     if (!v.old_kernel) {
       CK(cudaMemsetAsync(y.data(), 0xff, ybytes, lab.st()));
@@ -265,7 +278,7 @@ struct StepVariant {
   int attn_splits = 0;  // 0: paged_attention_num_splits (the model's choice)
   bool o_l2 = false;   // the o GEMV pulls its first rows into L2 before its wait (during attention)
   int attn_warps = 0;  // PagedAttentionArgs::block_warps (0: src's choice, 8 at batch 1)
-  bool gu_interleaved = false;  // gate_up read as alternating gate/up rows (timing only)
+  int gu_block = 0;    // gate_up read as blocks of b gate rows, then b up rows (timing only)
 };
 
 void decode_step(Lab& lab, double copy_bw) {
@@ -330,7 +343,7 @@ void decode_step(Lab& lab, double copy_bw) {
     a.split = v.split;
     a.pdl = v.pdl;
     a.l2_prefetch = l2 >= 0 ? l2 : v.l2_prefetch;
-    a.gate_up_interleaved = v.gu_interleaved && epi == GemvEpilogue::kGatedSilu;
+    a.gate_up_block = epi == GemvEpilogue::kGatedSilu ? v.gu_block : 0;
     if (next != nullptr) {
       a.prefetch = next->data();
       a.prefetch_bytes = next_bytes;
@@ -464,8 +477,10 @@ void decode_step(Lab& lab, double copy_bw) {
       {"  rope in qkv at split 4 + attention pdl", false, true, true, 0, 0, 0, 3, 1},
       {"  src now, attention 2 splits", false, true, true, 0, 0, 0, 1, 1, 2},
 
-      {"timing: src now, gate/up rows interleaved", false, true, true, 0, 0, 0, 1, 1, 0, false, 0,
-       true},
+      {"timing: src now, gate/up alternating rows", false, true, true, 0, 0, 0, 1, 1, 0, false, 0,
+       1},
+      {"timing: src now, gate/up blocks of 16 rows", false, true, true, 0, 0, 0, 1, 1, 0, false, 0,
+       16},
       {"timing: fused, no rope kernel", false, true, true, 0, 0, 0, -1, 0},
       {"timing: fused, no attention", false, true, true, 0, 0, 0, 0, -1},
       {"timing: fused, no rope, no attention", false, true, true, 0, 0, 0, -1, -1},
@@ -480,7 +495,7 @@ void decode_step(Lab& lab, double copy_bw) {
     auto lg = lab.download<float>(logits, s.vocab);
     auto rs = lab.download<uint16_t>(resid, s.hidden);
     const char* check_note = "reference";
-    if (v.rope < 0 || v.attn < 0 || v.gu_interleaved) {
+    if (v.rope < 0 || v.attn < 0 || v.gu_block > 0) {
       check_note = "timing only";
     } else if (ref_logits.empty()) {
       ref_logits = lg;

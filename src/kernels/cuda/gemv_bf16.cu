@@ -275,8 +275,9 @@ __device__ __forceinline__ int64_t weight_row(const GemvArgs& a, int task, int p
     const int head = task / half;
     return static_cast<int64_t>(head) * a.rope.head_dim + (task - head * half) + p * half;
   } else if constexpr (kMode == kGatedPair) {
-    return a.gate_up_interleaved ? 2 * static_cast<int64_t>(task) + p
-                                 : task + static_cast<int64_t>(p) * a.n;
+    const int b = a.gate_up_block;
+    return b > 0 ? static_cast<int64_t>(task / b) * 2 * b + task % b + p * b
+                 : task + static_cast<int64_t>(p) * a.n;
   } else {
     return task;
   }
@@ -608,6 +609,7 @@ bool gemv_bf16_supported(const GemvArgs& a) {
   if (a.l2_prefetch < 0 || a.l2_prefetch > 1) return false;
   if (a.prefetch_bytes > 0 && a.prefetch == nullptr) return false;
   if (a.ldx < a.k || a.ldw < a.k || a.grid < 0) return false;
+  if (a.gate_up_block < 0 || (a.gate_up_block > 0 && a.n % a.gate_up_block != 0)) return false;
   if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
     const RopeKvWriteArgs& r = a.rope;
     return !a.y_f32 && r.q_heads > 0 && r.kv_heads > 0 && r.head_dim > 0 && r.head_dim % 2 == 0 &&

@@ -82,9 +82,10 @@ struct GemvArgs {
   // the next GEMV's weights, when small kernels run in between.
   const void* prefetch = nullptr;
   size_t prefetch_bytes = 0;
-  // Gated epilogues: w's rows alternate gate j, up j (rows 2j, 2j + 1) instead of all gate
-  // rows, then all up rows; the bias stays [gate | up]. Same bits (lab A/B of the layout).
-  bool gate_up_interleaved = false;
+  // Gated epilogues: 0, w holds all gate rows, then all up rows; b > 0, blocks of b gate rows
+  // then the b matching up rows (b divides n; 1 alternates them). The bias stays [gate | up].
+  // Same bits either way (lab A/B of the layout).
+  int gate_up_block = 0;
   // kRopeKvWrite: positions, slots, inv_freq, attention_scaling, q_out, ld_q_out, k_cache,
   // v_cache, q_heads, kv_heads, head_dim and rotary_dim (one row of positions / slots per
   // row of x); qkv, ld_qkv, tokens and the q/k norms are not used.

@@ -220,51 +220,55 @@ TEST_F(CudaTest, GemvRopeRejectsUnsupported) {
   EXPECT_EQ(gemv_bf16(a, ctx_->stream()), cudaErrorInvalidValue);
 }
 
-// Gate and up rows interleaved (row 2j gate j, 2j + 1 up j) give the bits of the stacked
-// layout at the same split, with and without bias, SiLU and GELU.
+// Gate and up rows in blocks (b gate rows, then their b up rows; b = 1 alternates them) give
+// the bits of the stacked layout at the same split, with and without bias, SiLU and GELU.
 TEST_F(CudaTest, GemvGatedInterleavedMatchesStacked) {
   const int m = 2, n = 1000, k = 1032;
   auto x = random_bf16_values(size_t(m) * k, 81);
   auto w = random_bf16_values(size_t(2) * n * k, 82, 0.05f);
   auto bias = random_bf16_values(2 * n, 83);
-  std::vector<float> wi(w.size());
-  for (int j = 0; j < n; ++j) {
-    for (int p = 0; p < 2; ++p) {
-      std::copy_n(w.begin() + (size_t(p) * n + j) * k, k, wi.begin() + (2 * size_t(j) + p) * k);
-    }
-  }
   DeviceBuffer dx = upload(to_bf16(x));
   DeviceBuffer dw = upload(to_bf16(w));
-  DeviceBuffer dwi = upload(to_bf16(wi));
   DeviceBuffer dbias = upload(to_bf16(bias));
-  for (GemvEpilogue epi : {GemvEpilogue::kGatedSilu, GemvEpilogue::kGatedGeluTanh}) {
-    for (int split : {1, 2, 0}) {
-      for (bool with_bias : {false, true}) {
-        std::vector<uint16_t> outs[2];
-        for (int inter = 0; inter < 2; ++inter) {
-          DeviceBuffer y = poisoned<Bf16>(size_t(m) * n);
-          GemvArgs a;
-          a.x = dx.as<Bf16>();
-          a.ldx = k;
-          a.w = inter ? dwi.as<Bf16>() : dw.as<Bf16>();
-          a.ldw = k;
-          a.bias = with_bias ? dbias.as<Bf16>() : nullptr;
-          a.y = y.data();
-          a.ldy = n;
-          a.epilogue = epi;
-          a.m = m;
-          a.n = n;
-          a.k = k;
-          a.sm_count = sm_count();
-          a.split = split;
-          a.pdl = ctx_->properties().major >= 9;
-          a.gate_up_interleaved = inter == 1;
-          ASSERT_TRUE(gemv_bf16_supported(a));
-          ASSERT_EQ(gemv_bf16(a, ctx_->stream()), cudaSuccess);
-          outs[inter] = raw_bits(download<Bf16>(y, size_t(m) * n));
+  for (int block : {1, 8}) {
+    std::vector<float> wi(w.size());
+    for (int j = 0; j < n; ++j) {
+      for (int p = 0; p < 2; ++p) {
+        const size_t row = size_t(j / block) * 2 * block + j % block + size_t(p) * block;
+        std::copy_n(w.begin() + (size_t(p) * n + j) * k, k, wi.begin() + row * k);
+      }
+    }
+    DeviceBuffer dwi = upload(to_bf16(wi));
+    for (GemvEpilogue epi : {GemvEpilogue::kGatedSilu, GemvEpilogue::kGatedGeluTanh}) {
+      for (int split : {1, 2, 0}) {
+        for (bool with_bias : {false, true}) {
+          std::vector<uint16_t> outs[2];
+          for (int inter = 0; inter < 2; ++inter) {
+            DeviceBuffer y = poisoned<Bf16>(size_t(m) * n);
+            GemvArgs a;
+            a.x = dx.as<Bf16>();
+            a.ldx = k;
+            a.w = inter ? dwi.as<Bf16>() : dw.as<Bf16>();
+            a.ldw = k;
+            a.bias = with_bias ? dbias.as<Bf16>() : nullptr;
+            a.y = y.data();
+            a.ldy = n;
+            a.epilogue = epi;
+            a.m = m;
+            a.n = n;
+            a.k = k;
+            a.sm_count = sm_count();
+            a.split = split;
+            a.pdl = ctx_->properties().major >= 9;
+            a.gate_up_block = inter == 1 ? block : 0;
+            ASSERT_TRUE(gemv_bf16_supported(a));
+            ASSERT_EQ(gemv_bf16(a, ctx_->stream()), cudaSuccess);
+            outs[inter] = raw_bits(download<Bf16>(y, size_t(m) * n));
+          }
+          EXPECT_EQ(outs[0], outs[1])
+              << "block " << block << " split " << split << " bias " << with_bias;
+          EXPECT_EQ(std::count(outs[0].begin(), outs[0].end(), uint16_t{0xffff}), 0);
         }
-        EXPECT_EQ(outs[0], outs[1]) << "split " << split << " bias " << with_bias;
-        EXPECT_EQ(std::count(outs[0].begin(), outs[0].end(), uint16_t{0xffff}), 0);
       }
     }
   }
