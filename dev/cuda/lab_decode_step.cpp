@@ -140,6 +140,7 @@ const Variant kVariants[] = {
     {"v2 split1 pdl gate/up alternating", false, 1, true, 0, 0, 1},
     {"v2 auto pdl gate/up blocks of 16", false, 0, true, 0, 0, 16},
     {"v2 auto pdl gate/up blocks of 128", false, 0, true, 0, 0, 128},
+    {"v2 auto pdl gate/up blocks of 1024", false, 0, true, 0, 0, 1024},
 };
 
 // One decode GEMV shape: a chain of `copies` launches over distinct weight copies, captured
@@ -481,6 +482,8 @@ void decode_step(Lab& lab, double copy_bw) {
        1},
       {"timing: src now, gate/up blocks of 16 rows", false, true, true, 0, 0, 0, 1, 1, 0, false, 0,
        16},
+      {"timing: src now, gate/up blocks of 1024 rows", false, true, true, 0, 0, 0, 1, 1, 0, false,
+       0, 1024},
       {"timing: fused, no rope kernel", false, true, true, 0, 0, 0, -1, 0},
       {"timing: fused, no attention", false, true, true, 0, 0, 0, 0, -1},
       {"timing: fused, no rope, no attention", false, true, true, 0, 0, 0, -1, -1},
