@@ -54,8 +54,13 @@ struct DeviceLinear {
   DeviceBuffer biases;        // [n, k / group]
   cuda::AffineQuantWeight q;  // views of the three above
   DeviceBuffer bias;          // bf16 [n] or empty
+  int row_block = 0;          // two stacked parts: 0 part after part; b > 0 blocks of b rows
+                              // of the first part, then the same b rows of the second
   bool quantized() const { return q.packed != nullptr; }
 };
+
+// gate_up's layout (DeviceLinear::row_block): 0 keeps all gate rows, then all up rows.
+constexpr int kGateUpBlock = 0;
 
 struct DeviceLayer {
   DeviceBuffer input_norm;  // bf16 [hidden]
@@ -126,8 +131,10 @@ class Uploader {
     return ok_status();
   }
 
-  // Stacks the parts' rows into one matrix (fused q/k/v, gate/up).
-  Result<DeviceLinear> linear(const std::vector<const Linear*>& parts, const std::string& what) {
+  // Stacks the parts' rows into one matrix (fused q/k/v, gate/up); row_block > 0 (two bf16
+  // parts of equal rows, no bias) alternates blocks of that many rows of each part.
+  Result<DeviceLinear> linear(const std::vector<const Linear*>& parts, const std::string& what,
+                              int row_block = 0) {
     DeviceLinear d;
     const kernels::WeightMatrix& first = parts[0]->w;
     d.k = static_cast<int>(first.cols);
@@ -138,6 +145,24 @@ class Uploader {
         return unsupported_error("{}: fused parts differ in shape or quantization", what);
       }
       d.n += static_cast<int>(w.rows);
+    }
+    bool any_bias =
+        std::any_of(parts.begin(), parts.end(), [](const Linear* p) { return !p->bias.empty(); });
+    if (row_block > 0 && parts.size() == 2 && !first.quantized() && !any_bias &&
+        first.dtype == DType::kBF16 && parts[1]->w.dtype == DType::kBF16 &&
+        parts[1]->w.rows == first.rows && first.rows % row_block == 0) {
+      HEARTH_ASSIGN_OR_RETURN(d.w, ctx_.allocate(std::size_t(d.n) * d.k * 2, what));
+      d.row_block = row_block;
+      const std::size_t block_bytes = static_cast<std::size_t>(row_block) * d.k * 2;
+      const std::size_t blocks = static_cast<std::size_t>(first.rows) / row_block;
+      for (std::size_t b = 0; b < blocks; ++b) {
+        for (std::size_t p = 0; p < 2; ++p) {
+          HEARTH_RETURN_IF_ERROR(copy(static_cast<char*>(d.w.data()) + (2 * b + p) * block_bytes,
+                                      static_cast<const char*>(parts[p]->w.data) + b * block_bytes,
+                                      block_bytes, what));
+        }
+      }
+      return d;
     }
     if (!first.quantized()) {
       HEARTH_ASSIGN_OR_RETURN(d.w, ctx_.allocate(std::size_t(d.n) * d.k * 2, what));
@@ -193,8 +218,6 @@ class Uploader {
              first.bits,
              first.group_size};
     }
-    bool any_bias =
-        std::any_of(parts.begin(), parts.end(), [](const Linear* p) { return !p->bias.empty(); });
     if (any_bias) {
       std::vector<float> bias;
       for (const Linear* p : parts) {
@@ -360,7 +383,8 @@ Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool
     }
     HEARTH_ASSIGN_OR_RETURN(d.qkv, up.linear({&src.q, &src.k, &src.v}, p + ".self_attn.qkv"));
     HEARTH_ASSIGN_OR_RETURN(d.o, up.linear({&src.o}, p + ".self_attn.o_proj"));
-    HEARTH_ASSIGN_OR_RETURN(d.gate_up, up.linear({&src.gate, &src.up}, p + ".mlp.gate_up"));
+    HEARTH_ASSIGN_OR_RETURN(d.gate_up,
+                            up.linear({&src.gate, &src.up}, p + ".mlp.gate_up", kGateUpBlock));
     HEARTH_ASSIGN_OR_RETURN(d.down, up.linear({&src.down}, p + ".mlp.down_proj"));
     quantized_ = quantized_ || d.qkv.quantized();
     for (const DeviceLinear* l : {&d.qkv, &d.o, &d.gate_up, &d.down}) {
@@ -497,6 +521,7 @@ cuda::GemvArgs CudaLlamaModel::gemv_args(const DeviceLinear& l, const Bf16* x, i
   a.epilogue = epi;
   a.norm_weight = norm != nullptr ? norm->as<Bf16>() : nullptr;
   a.norm_eps = static_cast<float>(config_.rms_norm_eps);
+  a.gate_up_block = gated ? l.row_block : 0;
   a.m = m;
   a.k = l.k;
   a.sm_count = ctx_->properties().multiProcessorCount;
@@ -652,11 +677,28 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
                                            0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st),
                     "post-attention norm"));
     HEARTH_RETURN_IF_ERROR(linear(layer.gate_up, xn, n, gate_up_.data(), false));
-    HEARTH_RETURN_IF_ERROR(
-        cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, gate_up_.as<Bf16>(),
-                                           2 * inter, gate_up_.as<Bf16>() + inter, 2 * inter,
-                                           act_.as<Bf16>(), inter, n, inter, st),
-                    "SiLU gate"));
+    const int gb = layer.gate_up.row_block;
+    if (gb == 0) {
+      HEARTH_RETURN_IF_ERROR(
+          cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, gate_up_.as<Bf16>(),
+                                             2 * inter, gate_up_.as<Bf16>() + inter, 2 * inter,
+                                             act_.as<Bf16>(), inter, n, inter, st),
+                      "SiLU gate"));
+    } else {
+      // Blocked gate_up: each token's row is inter / gb rows of [gb gate | gb up] columns;
+      // gated_activation takes at most 65535 rows a launch.
+      const int per_token = inter / gb;
+      const int chunk = std::max(1, 65535 / per_token);
+      for (int r0 = 0; r0 < n; r0 += chunk) {
+        const int rows = std::min(chunk, n - r0);
+        const Bf16* g = gate_up_.as<Bf16>() + std::size_t(r0) * 2 * inter;
+        HEARTH_RETURN_IF_ERROR(
+            cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, g, 2 * gb, g + gb,
+                                               2 * gb, act_.as<Bf16>() + std::size_t(r0) * inter,
+                                               gb, rows * per_token, gb, st),
+                        "SiLU gate"));
+      }
+    }
     HEARTH_RETURN_IF_ERROR(linear(layer.down, act_.as<Bf16>(), n, delta, false));
   }
   if (rows == 0) return ok_status();
