@@ -68,11 +68,16 @@ std::vector<float> to_host_f32(const float* d, size_t count) {
 }
 
 // Worst |a - ref| in units of the allowed error: one bf16 rounding of |ref| (2^-7 relative,
-// bf16 outputs) or 1e-5 relative (f32), plus a small absolute floor. <= 1 passes.
-double check_ratio(const std::vector<float>& got, const std::vector<float>& ref, bool f32) {
+// bf16 outputs) or 1e-5 relative (f32), plus an absolute floor. <= 1 passes. With
+// accumulate the floor is one rounding of the product's magnitude (~1): W1 showed cuBLASLt's
+// beta = 1 results up to 3.7x the plain floor from the skinny GEMM's where y + x·wᵀ cancels,
+// while both pass the float64 gtests — the reference, not the kernel, rounds there.
+double check_ratio(const std::vector<float>& got, const std::vector<float>& ref, bool f32,
+                   bool accumulate = false) {
   double worst = 0;
+  const double floor = f32 ? (accumulate ? 1e-4 : 1e-5) : (accumulate ? 1.0 / 64 : 1e-3);
   for (size_t i = 0; i < ref.size(); ++i) {
-    const double tol = (f32 ? 1e-5 : 1.0 / 128) * std::fabs(ref[i]) + (f32 ? 1e-5 : 1e-3);
+    const double tol = (f32 ? 1e-5 : 1.0 / 128) * std::fabs(ref[i]) + floor;
     const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
     if (!(err <= tol * 1e6)) return 1e9;  // NaN or garbage
     worst = std::max(worst, err / tol);
@@ -179,8 +184,9 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
         CK(skinny_gemm(a, st));
         CK(cudaStreamSynchronize(st));
         const double r =
-            f32 ? check_ratio(to_host_f32(yf, count), to_host_f32(yf_ref, count), true)
-                : check_ratio(to_host_bf16(y, count), to_host_bf16(y_ref, count), false);
+            f32 ? check_ratio(to_host_f32(yf, count), to_host_f32(yf_ref, count), true, accumulate)
+                : check_ratio(to_host_bf16(y, count), to_host_bf16(y_ref, count), false,
+                              accumulate);
         std::printf("  check m=%d %s%s: %s (worst %.2f of tolerance)\n", m, f32 ? "f32" : "bf16",
                     accumulate ? " accumulate" : "", r <= 1 ? "ok" : "FAIL", r);
       } catch (const std::exception& e) {

@@ -16,8 +16,8 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/matvec_rows.h"
 
@@ -45,18 +45,27 @@ constexpr int64_t kNc = 256;
 // Activation tiles per L2 block ([24 * 14, kKc] f32 = 336 KiB).
 constexpr int64_t kMcTiles = 24;
 
-// A float buffer whose data starts on a 64-byte boundary.
+// A float buffer whose data starts on a 64-byte boundary, grown without zero-filling (every
+// element is written before it is read).
 class AlignedFloats {
  public:
   float* get(int64_t n) {
-    buf_.resize(static_cast<std::size_t>(n + 16));
-    auto addr = reinterpret_cast<uintptr_t>(buf_.data());
-    return buf_.data() + ((64 - addr % 64) % 64) / sizeof(float);
+    if (n > capacity_) {
+      buf_.reset(new float[static_cast<std::size_t>(n + 16)]);
+      capacity_ = n;
+    }
+    auto addr = reinterpret_cast<uintptr_t>(buf_.get());
+    return buf_.get() + ((64 - addr % 64) % 64) / sizeof(float);
   }
 
  private:
-  std::vector<float> buf_;
+  std::unique_ptr<float[]> buf_;
+  int64_t capacity_ = 0;
 };
+
+// Packed activations up to this many floats (64 MiB) keep their buffer for the next call
+// (a 512-token 1B prefill needs 16 MiB); larger ones get a buffer for the call alone.
+constexpr int64_t kKeepActivationFloats = int64_t{1} << 24;
 
 __mmask16 lanes_mask(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xFFFF)
@@ -211,8 +220,9 @@ bool dense_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t 
   }
   const int64_t tiles = (m + kGemmMr - 1) / kGemmMr;
   // xp: [tiles][cols][rows of the tile], the activations packed once for every thread.
-  thread_local AlignedFloats xp_buf;
-  float* xp = xp_buf.get(m * cols);
+  thread_local AlignedFloats kept;
+  AlignedFloats once;
+  float* xp = (m * cols <= kKeepActivationFloats ? kept : once).get(m * cols);
   ctx.pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t rows = std::min(kGemmMr, m - t * kGemmMr);
