@@ -59,9 +59,6 @@ struct DeviceLinear {
   bool quantized() const { return q.packed != nullptr; }
 };
 
-// gate_up's layout (DeviceLinear::row_block): 0 keeps all gate rows, then all up rows.
-constexpr int kGateUpBlock = 0;
-
 struct DeviceLayer {
   DeviceBuffer input_norm;  // bf16 [hidden]
   DeviceBuffer post_norm;   // bf16 [hidden]
@@ -244,13 +241,14 @@ class Uploader {
 class CudaLlamaModel : public Model {
  public:
   CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx, bool compiled_decode,
-                 int upload_threads)
+                 int upload_threads, int gate_up_block)
       : config_(std::move(config)),
         ctx_(std::move(ctx)),
         gemm_(*ctx_),
         sampler_(*ctx_),
         compiled_decode_(compiled_decode),
-        upload_threads_(upload_threads) {}
+        upload_threads_(upload_threads),
+        gate_up_block_(gate_up_block) {}
   ~CudaLlamaModel() override {
     if (host_release_.valid()) host_release_.wait();
     Stopwatch watch;
@@ -336,6 +334,7 @@ class CudaLlamaModel : public Model {
 
   bool compiled_decode_ = true;
   int upload_threads_ = 0;
+  int gate_up_block_ = 0;  // CudaLoadOptions::gate_up_block
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
@@ -384,7 +383,7 @@ Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool
     HEARTH_ASSIGN_OR_RETURN(d.qkv, up.linear({&src.q, &src.k, &src.v}, p + ".self_attn.qkv"));
     HEARTH_ASSIGN_OR_RETURN(d.o, up.linear({&src.o}, p + ".self_attn.o_proj"));
     HEARTH_ASSIGN_OR_RETURN(d.gate_up,
-                            up.linear({&src.gate, &src.up}, p + ".mlp.gate_up", kGateUpBlock));
+                            up.linear({&src.gate, &src.up}, p + ".mlp.gate_up", gate_up_block_));
     HEARTH_ASSIGN_OR_RETURN(d.down, up.linear({&src.down}, p + ".mlp.down_proj"));
     quantized_ = quantized_ || d.qkv.quantized();
     for (const DeviceLinear* l : {&d.qkv, &d.o, &d.gate_up, &d.down}) {
@@ -1067,8 +1066,9 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
   spdlog::debug("cuda load: {:.2f} GB of pages mapped in while the context started", touched / 1e9);
   if (!ctx.ok()) return ctx.status().with_context("starting the CUDA backend");
   HEARTH_RETURN_IF_ERROR((*ctx)->make_current());
-  auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
-                                                options.compiled_decode, threads);
+  auto model =
+      std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
+                                       options.compiled_decode, threads, options.gate_up_block);
   Status st = model->load(*weights, store->total_bytes(), options.show_progress);
   if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
   spdlog::debug("cuda load: model ready at {:.0f} ms", watch.elapsed_ms());

@@ -28,6 +28,10 @@ struct CudaLoadOptions {
   // Threads that map the shards' pages while the CUDA context starts, then copy them into
   // pinned staging buffers while the DMA engine uploads earlier chunks; 0 = min(8, cores).
   int upload_threads = 0;
+  // Dense gate_up layout on the device: 0 all gate rows, then all up rows; b > 0 blocks of b
+  // gate rows, then their b up rows (b must divide the intermediate size, else 0 is used).
+  // The same bits either way; a lever for the decode GEMV's memory access (lab_decode_step).
+  int gate_up_block = 0;
 };
 
 // Loads a HuggingFace model directory onto the GPU. Errors (no device, budget too small,
