@@ -1,8 +1,9 @@
 // bf16 GEMM through cuBLASLt with f32 accumulation, in the layout of a torch Linear:
 // y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + the heuristic's
 // algorithm) are cached per shape, so a decode step pays no planning cost. Small m (decode)
-// goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1,
-// and batched decode's skinny m to skinny_gemm (gemm_skinny.cuh) where it beats cuBLASLt.
+// goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
+// GemmBf16Options::skinny (HEARTH_SKINNY_GEMM=1) sends 3-128 rows to skinny_gemm
+// (gemm_skinny.cuh) instead: an experiment, off by default (it measured 0.26-0.99x cuBLASLt).
 #pragma once
 
 #include <cublasLt.h>
@@ -39,8 +40,8 @@ struct GemmBf16Options {
   static GemmBf16Options from_env();
 };
 
-// True when GemmBf16 sends the shape to skinny_gemm (rows and shapes where the lab measured
-// it faster than cuBLASLt; dev/cuda/NOTES.md, gpu-gemm).
+// True when GemmBf16 with options.skinny sends the shape to skinny_gemm (dev/cuda/NOTES.md,
+// gpu-gemm).
 bool skinny_gemm_routed(int m, int n, int k);
 
 class GemmBf16 {

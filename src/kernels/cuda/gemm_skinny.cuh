@@ -1,8 +1,9 @@
 // Skinny bf16 GEMM for batched decode (a few to ~128 rows): y[m, n] = x[m, k] · w[n, k]^T
-// (+ y), f32 accumulation, in GemmBf16's layout. At these m a step is weight-streaming bound
-// (an 8B layer is 436 MB of weights), and cuBLASLt streams them at ~75 % of the copy
-// bandwidth (dev/cuda/NOTES.md, engine-gpu). This kernel computes yᵀ = w · xᵀ on the tensor
-// cores (mma.sync m16n8k16, weights as the 16-row operand so m only sets the 8-wide side):
+// (+ y), f32 accumulation, in GemmBf16's layout. Status: an experiment, not routed by
+// default — on the H200 (W1, dev/cuda/NOTES.md gpu-gemm) it ran at 0.26-0.99x cuBLASLt: close
+// only on gate_up/lm_head at m <= 64, far behind at m >= 32 on the smaller shapes (one 4-warp
+// block per SM leaves mma/ldmatrix latencies exposed). This kernel computes yᵀ = w · xᵀ on the
+// tensor cores (mma.sync m16n8k16, weights as the 16-row operand so m only sets the 8-wide side):
 // each block owns bn weight rows x mt tokens, streams its weight tile once through a deep
 // cp.async ring (16-byte loads, swizzled shared memory, ldmatrix), with the matching x tile
 // beside it (x is re-read from L2 by every block column). Blocks loop over their units (a
