@@ -74,6 +74,7 @@ EOF
       h "$hearth" convert "$dir" --mlx-path "$dir-q$bits" -q --q-bits "$bits" --q-group-size 64 \
         --force 2>&1 | tee -a "$log"
     done
+    sync  # the converts' dirty pages written back now, not during the timed runs
     for b in off on; do
       echo "== perplexity fixture --cpu-bf16-dot $b" | tee -a "$log"
       h "$hearth" perplexity tests/fixtures/models/llama-bf16 --data README.md \
