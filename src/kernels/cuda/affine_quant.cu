@@ -324,31 +324,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm<kRows, kPair, kPreload
       }
     }
     preloaded = false;  // unused when this warp's first stripe is past k
-#pragma unroll
-    for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[q][r] = detail::warp_sum(acc[q][r]);
-    }
-    if (split > 1) {  // uniform across the block
-      if (lane == 0) {
-#pragma unroll
-        for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) red[parity][warp][q * kRows + r] = acc[q][r];
-        }
-      }
-      __syncthreads();
-      if (sub == 0 && lane == 0) {
-#pragma unroll
-        for (int q = 0; q < kPair; ++q) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            for (int i = 1; i < split; ++i) acc[q][r] += red[parity][warp + i][q * kRows + r];
-          }
-        }
-      }
-      parity ^= 1;
-    }
+    detail::reduce_task_sums<kPair, kRows, kWarpsPerBlock>(acc, red, parity, warp, sub, lane,
+                                                           split);
     if (task < n && sub == 0 && lane == 0) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);

@@ -1,6 +1,7 @@
 // Device math shared by the unfused decode kernels and their fused forms in the decode GEMV
 // (gemv_bf16.cu), so both produce the same bits: the reduction order of rmsnorm_residual's
-// sum of squares, the gated activations' formulas and the RoPE rotation of one pair.
+// sum of squares, the gated activations' formulas, the RoPE rotation of one pair, and the
+// decode GEMVs' (bf16 and affine) reduction of a task's partial sums over lanes and warps.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,6 +9,42 @@
 #include "kernels/cuda/common.cuh"
 
 namespace hearth::cuda::detail {
+
+// The decode GEMVs' task reduction: each warp's kPair x kRows partial dot products are summed
+// over its lanes, then, when `split` warps share one task (split > 1, uniform across the
+// block), over those warps through red[parity] ([warps][kPair * kRows]); the sums land in the
+// task's first warp (sub 0), lane 0. parity flips after each shared round so the next task's
+// writes need no second barrier. The order of the adds is the kernels' contract (bits).
+template <int kPair, int kRows, int kWarps>
+__device__ __forceinline__ void reduce_task_sums(float (&acc)[kPair][kRows],
+                                                 float (&red)[2][kWarps][kPair * kRows],
+                                                 int& parity, int warp, int sub, int lane,
+                                                 int split) {
+#pragma unroll
+  for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[p][r] = warp_sum(acc[p][r]);
+  }
+  if (split <= 1) return;
+  if (lane == 0) {
+#pragma unroll
+    for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) red[parity][warp][p * kRows + r] = acc[p][r];
+    }
+  }
+  __syncthreads();
+  if (sub == 0 && lane == 0) {
+#pragma unroll
+    for (int p = 0; p < kPair; ++p) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        for (int q = 1; q < split; ++q) acc[p][r] += red[parity][warp + q][p * kRows + r];
+      }
+    }
+  }
+  parity ^= 1;
+}
 
 // rmsnorm_residual's block size for a row of `dim`: each thread sums elements t, t + threads,
 // ... in order, then block_sum reduces (xor-tree per warp, then over the warps' sums).

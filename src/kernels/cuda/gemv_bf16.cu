@@ -474,31 +474,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
         }
       }
     }
-#pragma unroll
-    for (int p = 0; p < kPair; ++p) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[p][r] = detail::warp_sum(acc[p][r]);
-    }
-    if (split > 1) {  // uniform across the block
-      if (lane == 0) {
-#pragma unroll
-        for (int p = 0; p < kPair; ++p) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) red[parity][warp][p * kRows + r] = acc[p][r];
-        }
-      }
-      __syncthreads();
-      if (sub == 0 && lane == 0) {
-#pragma unroll
-        for (int p = 0; p < kPair; ++p) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            for (int q = 1; q < split; ++q) acc[p][r] += red[parity][warp + q][p * kRows + r];
-          }
-        }
-      }
-      parity ^= 1;
-    }
+    detail::reduce_task_sums<kPair, kRows, kWarps>(acc, red, parity, warp, sub, lane, split);
     if (active && sub == 0 && lane == 0) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
