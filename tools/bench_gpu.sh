@@ -23,6 +23,14 @@ unpack() {
   tar -C .carry -xJf .carry/gpu.tar.xz ||
     python3 -c 'import tarfile; tarfile.open(".carry/gpu.tar.xz").extractall(".carry")'
 }
+# On the GPU machine: the bundle unpacked, and its libraries, the CUDA runtime and the pip
+# wheel's cuBLAS on the loader path (it has no Debian -dev libraries).
+prepare() {
+  unpack
+  local cublas_dir
+  cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
+  export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
+}
 case "${1:-}" in
   bundle)
     build=${2:-build-cuda}
@@ -42,11 +50,9 @@ case "${1:-}" in
     ;;
   run)
     shift
-    unpack
+    prepare
     out=${OUT:-/tmp/hearth-gpu}
     mkdir -p "$out"
-    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
-    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv \
       2>&1 | tee "$out/device.log"
     "$bundle/hearth_kernels_cuda_tests" --gtest_brief=1 2>&1 | tee "$out/tests.log"
@@ -57,11 +63,9 @@ case "${1:-}" in
     ;;
   labs)
     shift
-    unpack
+    prepare
     out=${OUT:-/tmp/hearth-gpu}
     mkdir -p "$out"
-    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
-    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
     names=("$@")
     if [[ ${#names[@]} -eq 0 ]]; then
       for exe in "$bundle"/hearth_lab_*; do [[ -x $exe ]] && names+=("${exe##*/hearth_lab_}"); done
@@ -73,23 +77,19 @@ case "${1:-}" in
     done
     ;;
   model)
-    unpack
+    prepare
     out=${OUT:-/tmp/hearth-gpu}
     dir=${2:-/tmp/llama8b}
     mkdir -p "$out"
-    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
-    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
     [[ -f "$dir/config.json" ]] || python3 dev/cuda/make_llama8b.py "$dir" 2>&1 | tail -3 | tee "$out/make_model.log"
     cat "$dir"/*.safetensors > /dev/null  # warm page cache, as the anchors' peers had
     "$bundle/hearth_cuda_bench_model" "$dir" 128 128 4096 2>&1 | tee "$out/model.log"
     ;;
   product)
-    unpack
+    prepare
     out=${OUT:-/tmp/hearth-gpu}
     dir=${2:-/tmp/llama8b}
     mkdir -p "$out"
-    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
-    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
     [[ -f "$dir/config.json" ]] || python3 dev/cuda/make_llama8b.py "$dir" 2>&1 | tail -3 | tee "$out/make_model.log"
     cp "$bundle"/tokenizer.json "$bundle"/tokenizer_config.json "$dir/" 2>/dev/null
     cat "$dir"/*.safetensors > /dev/null  # warm page cache, as the anchors' peers had
@@ -119,12 +119,10 @@ case "${1:-}" in
     done
     ;;
   product4)
-    unpack
+    prepare
     out=${OUT:-/tmp/hearth-gpu}
     dir=${2:-/tmp/llama8b}
     mkdir -p "$out"
-    cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
-    export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
     hearth="$bundle/hearth"
     t0=$(date +%s.%N)
     "$hearth" convert "$dir" --mlx-path "$dir-q4" -q --q-bits 4 --q-group-size 64 --force \
