@@ -10,6 +10,7 @@
 #                                           random model with transformers, time it end to end
 #   tools/bench_gpu.sh product4 [dir]       (GPU machine) `hearth convert` that model to MLX 4-bit
 #                                           group 64 (timed), then its batch-1 decode benchmark
+#                                           (HEARTH_AFFINE_GEMV auto / register, paired)
 #   tools/bench_gpu.sh product [dir]        (GPU machine) the real `hearth` binary on that model:
 #                                           benchmark (decode, prefill 4096, engine levels, cached
 #                                           prefix) and process start to first token (generate)
@@ -129,8 +130,13 @@ case "${1:-}" in
       > /dev/null 2>> "$out/product4.log"
     t1=$(date +%s.%N)
     echo "convert_q4_s $(python3 -c "print(round($t1 - $t0, 1))")" | tee -a "$out/product4.log"
-    "$hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 128 --tokens 128 --runs 3 2>&1 |
-      grep -v uploading | tee -a "$out/product4.log"
+    # Paired A/B of the affine GEMV (HEARTH_AFFINE_GEMV: auto = tensor-core kernel + fused
+    # decode path, register = the HFMA2 kernel on the unfused path), alternating.
+    for kernel in auto register auto register; do
+      HEARTH_AFFINE_GEMV=$kernel "$hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 128 \
+        --tokens 128 --runs 3 2>&1 | grep -v uploading | sed "s/^/[$kernel] /" |
+        tee -a "$out/product4.log"
+    done
     "$hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 4096 --tokens 32 --runs 2 2>&1 |
       grep -v uploading | tee -a "$out/product4.log"
     ;;

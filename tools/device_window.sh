@@ -51,7 +51,7 @@ if want nsys; then
     echo "no nsys on this machine" | tee "$out/nsys.log"
   fi
 fi
-want product4 && { timeout 200 bash tools/bench_gpu.sh product4 > /dev/null 2>&1; echo "product4 rc=$?"; }
+want product4 && { timeout 300 bash tools/bench_gpu.sh product4 > /dev/null 2>&1; echo "product4 rc=$?"; }
 if want cpu; then
   rm -rf /tmp/llama8b /tmp/llama8b-q4  # the CPU run needs the page cache and disk, not these
   mkdir -p "$out/cpu"

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/affine_gemv_epilogue.cuh"
+#include "kernels/cuda/affine_gemv_mma.cuh"
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_fusion.cuh"
@@ -39,40 +41,6 @@ __device__ __forceinline__ uint32_t half2_bits(__half2 v) {
 }
 __device__ __forceinline__ __half2 bits_half2(uint32_t v) {
   return *reinterpret_cast<__half2*>(&v);
-}
-
-// Per x row, 1 / rms(x) with rmsnorm_residual's summation order (decode_fusion.cuh): this
-// block's threads play its rmsnorm_threads(k) threads, each summing x[t], x[t + threads], ...
-template <int kRows>
-__device__ void inverse_rms(const __nv_bfloat16* x, int64_t ldx, int k, float eps, float* inv,
-                            float* scratch) {
-  const int vthreads = detail::rmsnorm_threads(k);
-  constexpr int kMaxVirtual = 1024 / kThreads;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-#pragma unroll 1
-  for (int r = 0; r < kRows; ++r) {
-    const __nv_bfloat16* row = x + r * ldx;
-#pragma unroll
-    for (int j = 0; j < kMaxVirtual; ++j) {
-      const int vt = threadIdx.x + j * kThreads;
-      float s = 0.0f;
-      if (vt < vthreads) {
-        for (int i = vt; i < k; i += vthreads) {
-          const float v = __bfloat162float(row[i]);
-          s += v * v;
-        }
-      }
-      s = detail::warp_sum(s);
-      if (lane == 0 && warp + j * kWarpsPerBlock < vthreads / 32) {
-        scratch[warp + j * kWarpsPerBlock] = s;
-      }
-    }
-    __syncthreads();
-    const float total = detail::warp_sum(lane < vthreads / 32 ? scratch[lane] : 0.0f);
-    if (threadIdx.x == 0) inv[r] = rsqrtf(total / static_cast<float>(k) + eps);
-    __syncthreads();  // scratch is rewritten by the next row
-  }
 }
 
 // x [rows, k] -> shared: slots [rows][kSlots][chunks] (uint4) then stats [rows][chunks]
@@ -198,37 +166,6 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return v;
 }
 
-// y for one output: the epilogue on v0 (and v1, the up row, when gated), as the unfused
-// kernels would round it.
-template <typename OutT>
-__device__ __forceinline__ void store_output(const AffineGemvArgs& a, int r, int j, float v0,
-                                             float v1) {
-  OutT* dst = static_cast<OutT*>(a.y) + r * a.ldy + j;
-  if constexpr (sizeof(OutT) == 4) {
-    *dst = a.epilogue == GemvEpilogue::kAccumulate ? *dst + v0 : v0;
-  } else {
-    const float r0 = __bfloat162float(__float2bfloat16(v0));
-    const float r1 = __bfloat162float(__float2bfloat16(v1));
-    switch (a.epilogue) {
-      case GemvEpilogue::kStore:
-        *dst = __float2bfloat16(v0);
-        break;
-      case GemvEpilogue::kAccumulate:
-        *dst = __float2bfloat16(__bfloat162float(*dst) + v0);
-        break;
-      case GemvEpilogue::kResidualAdd:
-        *dst = __float2bfloat16(__bfloat162float(*dst) + r0);
-        break;
-      case GemvEpilogue::kGatedSilu:
-        *dst = __float2bfloat16(detail::silu_mul(r0, r1));
-        break;
-      case GemvEpilogue::kGatedGeluTanh:
-        *dst = __float2bfloat16(detail::gelu_tanh_mul(r0, r1));
-        break;
-    }
-  }
-}
-
 // One output per warp task; `split` warps share a task (each owns every split-th run of 32
 // chunks) and add their sums through shared memory; gated tasks stream two weight rows (j,
 // j + n). kPreload (with PDL): the first task's first weight loads go out before the wait on
@@ -285,7 +222,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm<kRows, kPair, kPreload
   if (preloaded) load_block(blockIdx.x * tasks_per_block + warp / split, first);
 
   detail::grid_dependency_wait();
-  if (a.norm_weight != nullptr) inverse_rms<kRows>(a.x, a.ldx, w.k, a.norm_eps, inv_rms, scratch);
+  if (a.norm_weight != nullptr)
+    detail::block_inverse_rms<kThreads>(a.x, a.ldx, kRows, w.k, a.norm_eps, inv_rms, scratch);
   uint4* slots = smem;
   float2* stats = reinterpret_cast<float2*>(smem + kRows * C::kSlots * chunks);
   stage_x<kBits>(a.x, a.ldx, kRows, chunks, a.norm_weight, a.norm_offset, inv_rms, slots, stats);
@@ -328,7 +266,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm<kRows, kPair, kPreload
                                                            split);
     if (task < n && sub == 0 && lane == 0) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);
+      for (int r = 0; r < kRows; ++r)
+        detail::affine_store_output<OutT>(a, r, task, acc[0][r], acc[kPair - 1][r]);
     }
   }
 }
@@ -540,11 +479,15 @@ bool affine_gemv_supported(const AffineGemvArgs& a) {
   if (pair && (a.w.n % 2 != 0 || a.m > 4)) return false;
   if (a.ldy < (pair ? a.w.n / 2 : a.w.n)) return false;
   if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;
+  if (a.kernel == AffineGemvKernel::kTensorCore) return detail::affine_gemv_mma_supported(a);
   return true;
 }
 
 cudaError_t affine_gemv(const AffineGemvArgs& a, cudaStream_t stream) {
   if (!affine_gemv_supported(a)) return cudaErrorInvalidValue;
+  if (a.kernel != AffineGemvKernel::kRegister && detail::affine_gemv_mma_supported(a)) {
+    return detail::affine_gemv_mma(a, stream);
+  }
   if (a.y_f32) {
     if (a.w.bits == 4) {
       return a.w.f16_scales ? launch_gemv<4, __half, float>(a, stream)

@@ -37,6 +37,13 @@ constexpr int kAffineGemvMaxRows = 8;
 cudaError_t affine_gemv(const AffineQuantWeight& w, const __nv_bfloat16* x, int64_t ldx, int m,
                         void* y, int64_t ldy, bool y_f32, int sm_count, cudaStream_t stream);
 
+// Which GEMV kernel runs an AffineGemvArgs call. kTensorCore (affine_gemv_mma.cu): 4 bits,
+// groups of 64 or 128, k % 256 == 0; each 16-row tile of weights is unpacked straight into
+// bf16 mma fragments (128 + q, exact) against bf16 x, summed in f32 per 64 values, then
+// s·(Σ(128 + q)·x - 128·Σx) + b·Σx: no half rounding of x. kRegister: the HFMA2 kernel
+// below, any supported shape. kAuto picks kTensorCore where it applies.
+enum class AffineGemvKernel { kAuto, kRegister, kTensorCore };
+
 // The decode step's fused form, GemvArgs' contract on a quantized weight (no bias).
 struct AffineGemvArgs {
   AffineQuantWeight w;               // [n, k]; [2n, k] (gate rows, then up) when gated
@@ -56,8 +63,11 @@ struct AffineGemvArgs {
   int sm_count = 0;
   bool pdl = false;  // programmatic dependent launch (sm_90+ only): the first weight loads
                      // go out before the previous kernel finishes
+  AffineGemvKernel kernel = AffineGemvKernel::kAuto;
 };
 
+// kernel == kTensorCore: whether that kernel takes these args (kAuto / kRegister: whether
+// some kernel does).
 bool affine_gemv_supported(const AffineGemvArgs& args);
 cudaError_t affine_gemv(const AffineGemvArgs& args, cudaStream_t stream);
 

@@ -1,10 +1,13 @@
 // Device math shared by the unfused decode kernels and their fused forms in the decode GEMV
-// (gemv_bf16.cu), so both produce the same bits: the reduction order of rmsnorm_residual's
-// sum of squares, the gated activations' formulas, the RoPE rotation of one pair, and the
-// decode GEMVs' (bf16 and affine) reduction of a task's partial sums over lanes and warps.
+// (gemv_bf16.cu, affine_quant.cu, affine_gemv_mma.cu), so both produce the same bits: the
+// reduction order of rmsnorm_residual's sum of squares, the gated activations' formulas, the RoPE
+// rotation of one pair, and the decode GEMVs' (bf16 and affine) reduction of a task's partial sums
+// over lanes and warps.
 #pragma once
 
 #include <cuda_bf16.h>
+
+#include <cstdint>
 
 #include "kernels/cuda/common.cuh"
 
@@ -50,6 +53,40 @@ __device__ __forceinline__ void reduce_task_sums(float (&acc)[kPair][kRows],
 // ... in order, then block_sum reduces (xor-tree per warp, then over the warps' sums).
 __host__ __device__ constexpr int rmsnorm_threads(int dim) {
   return dim >= 4096 ? 1024 : dim >= 1024 ? 512 : 256;
+}
+
+// Per x row r < rows, inv[r] = 1 / rms(x row) with rmsnorm_residual's summation order: this
+// block's kThreads threads play its rmsnorm_threads(k) threads, each summing x[t],
+// x[t + threads], ... (scratch: 32 floats of shared memory).
+template <int kThreads>
+__device__ void block_inverse_rms(const __nv_bfloat16* x, int64_t ldx, int rows, int k, float eps,
+                                  float* inv, float* scratch) {
+  const int vthreads = rmsnorm_threads(k);
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kMaxVirtual = 1024 / kThreads;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll 1
+  for (int r = 0; r < rows; ++r) {
+    const __nv_bfloat16* row = x + r * ldx;
+#pragma unroll
+    for (int j = 0; j < kMaxVirtual; ++j) {
+      const int vt = threadIdx.x + j * kThreads;
+      float s = 0.0f;
+      if (vt < vthreads) {
+        for (int i = vt; i < k; i += vthreads) {
+          const float v = __bfloat162float(row[i]);
+          s += v * v;
+        }
+      }
+      s = warp_sum(s);
+      if (lane == 0 && warp + j * kWarps < vthreads / 32) scratch[warp + j * kWarps] = s;
+    }
+    __syncthreads();
+    const float total = warp_sum(lane < vthreads / 32 ? scratch[lane] : 0.0f);
+    if (threadIdx.x == 0) inv[r] = rsqrtf(total / static_cast<float>(k) + eps);
+    __syncthreads();  // scratch is rewritten by the next row
+  }
 }
 
 // act(g) * u in f32 (g and u are bf16 values), rounded once by the caller.

@@ -109,6 +109,34 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
   // the half accumulator's resolution next to its own: W3 measured 2.9e-3 there.
   EXPECT_LT(relative_error(got, want), c.outliers ? 4e-3 : 1.5e-3);
 
+  // Each kernel by name, f32 output. The tensor-core kernel (4 bits, groups of 64 / 128,
+  // k % 256 == 0) multiplies exact bf16 x by exact 128 + q and sums in f32, then applies
+  // s·(c - 128·Σx) + b·Σx per 64 values: only f32 rounding (the cancellation of 128·Σx
+  // costs ~7 bits of the f32 sum's 24), so 1e-4 even with the outliers.
+  for (AffineGemvKernel kernel : {AffineGemvKernel::kRegister, AffineGemvKernel::kTensorCore}) {
+    AffineGemvArgs a;
+    a.w = w;
+    a.x = dx.as<Bf16>();
+    a.ldx = ldx;
+    a.y = dy32.data();
+    a.ldy = ldy;
+    a.y_f32 = true;
+    a.m = c.m;
+    a.sm_count = sm_count();
+    a.kernel = kernel;
+    const bool tensor = kernel == AffineGemvKernel::kTensorCore;
+    const bool expect_tensor = c.bits == 4 && c.group_size >= 64 && c.k % 256 == 0;
+    ASSERT_EQ(affine_gemv_supported(a), !tensor || expect_tensor);
+    if (!affine_gemv_supported(a)) continue;
+    ASSERT_EQ(affine_gemv(a, ctx_->stream()), cudaSuccess);
+    y32 = download<float>(dy32, c.m * ldy);
+    for (int r = 0; r < c.m; ++r) std::copy_n(&y32[r * ldy], c.n, &got[r * c.n]);
+    EXPECT_LT(relative_error(got, want), tensor       ? 1e-4
+                                         : c.outliers ? 4e-3
+                                                      : 1.5e-3)
+        << (tensor ? "tensor-core kernel" : "register kernel");
+  }
+
   // Quantized embedding rows (MLX quantizes embed_tokens too): ref's weight_row, bf16.
   std::vector<int32_t> ids = {0, c.n - 1, 7, -3, c.n};
   DeviceBuffer dids = upload(ids);
@@ -150,7 +178,11 @@ INSTANTIATE_TEST_SUITE_P(
         QuantCase{4, 64, 17001, 1024, 1, false}, QuantCase{8, 32, 9001, 2048, 4, true},
         // x staged in shared memory in batches of rows (3, 3, 2 and 7 x 1)
         QuantCase{4, 64, 96, 14336, 8, false}, QuantCase{8, 128, 65, 30720, 7, false},
-        QuantCase{4, 64, 512, 4096, 2, false, true}, QuantCase{8, 64, 512, 4096, 1, true, true}));
+        QuantCase{4, 64, 512, 4096, 2, false, true}, QuantCase{8, 64, 512, 4096, 1, true, true},
+        // the tensor-core kernel: odd n (a partial 16-row tile), k of 1 chunk (7 idle warps)
+        // and of 56 (uneven warp shares), f16 scales, every row count of one batch
+        QuantCase{4, 64, 4099, 256, 5, false}, QuantCase{4, 64, 771, 14336, 1, true},
+        QuantCase{4, 128, 333, 2816, 7, true, true}, QuantCase{4, 64, 6144, 4096, 4, false}));
 
 TEST_F(CudaTest, AffineGemvRejectsBadShapes) {
   AffineQuantWeight w;

@@ -1,0 +1,426 @@
+// Tensor-core affine GEMV for decode: y[m, n] = x[m, k] · wᵀ, w MLX-affine 4-bit, m <= 8.
+//
+// A block owns tiles of 16 weight rows (gated: 8 gate rows j and their up rows n + j) and
+// its 8 warps split k: warp w streams its share of each tile in chunks of 256 values. Lane
+// (g = lane / 4, t = lane % 4) loads 8 bytes of rows g and g + 8 per 64 values (k 16t ..
+// 16t + 15 of the step), and one LOP3 per two values makes the bf16 pair 128 + q exactly
+// (q | 0x4300 in each half), already in mma.m16n8k16's A-fragment registers: the fragment's
+// k positions are a fixed permutation of the lane's 16 values, and x is staged in shared
+// memory in the same permutation, so the B fragments are two 16-byte loads per step. The
+// mma's 8 columns are the x rows (decode batches of up to 8 cost what one does). Per 64
+// values (one step) the f32 sums c = Σ (128 + q)·x become s·(c - 128·Σx) + b·Σx with the
+// group's scale and bias. x is staged exactly (bf16, optionally RMSNorm'd with
+// rmsnorm_residual's bits), so, unlike the register kernel, nothing is rounded to half.
+// Each warp's next chunk is loaded before the current one is computed (the first before
+// the PDL wait); the warps' sums meet in shared memory in a fixed order.
+#include "kernels/cuda/affine_gemv_mma.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/affine_gemv_epilogue.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/decode_fusion.cuh"
+#include "kernels/cuda/pdl.cuh"
+
+namespace hearth::cuda::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kStepK = 64;                      // values per step: 4 x mma k16
+constexpr int kChunkSteps = 4;                  // steps per load batch
+constexpr int kChunkK = kStepK * kChunkSteps;   // 256
+constexpr int kMaxXRows = 8;                    // the mma's n
+constexpr size_t kMaxSmem = size_t{100} << 10;  // dynamic shared memory per block
+constexpr uint32_t kMagic = 0x43004300u;        // bf16 pair (128, 128)
+constexpr uint32_t kNibbles = 0x000F000Fu;      // the low nibble of each half
+
+// Shared memory per staged x row: k bf16 values in fragment order plus 16 bytes of padding
+// (x rows of a multi-row batch start 4 banks apart), then the per-step sums Σx.
+__host__ __device__ constexpr size_t x_row_bytes(int k) { return size_t(k) * 2 + 16; }
+__host__ __device__ constexpr size_t smem_bytes(int rows, int k) {
+  return rows * x_row_bytes(k) + size_t(rows) * (k / kStepK) * sizeof(float);
+}
+
+// A scale or bias from its 16 bits.
+template <typename ScaleT>
+__device__ __forceinline__ float scale_to_float(uint32_t bits16) {
+  if constexpr (sizeof(ScaleT) == 2 && std::is_same_v<ScaleT, __half>) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits16)));
+  } else {
+    return __uint_as_float(bits16 << 16);  // bf16
+  }
+}
+
+// One warp's chunk of one tile: 4 steps of 8 bytes for each of the lane's two rows, and the
+// scales and biases of those steps' groups (4 at group 64, 2 at group 128) per row.
+template <int kGroup>
+struct Chunk {
+  static constexpr int kScales = kChunkK / kGroup;  // 16-bit values per row
+  static constexpr int kScaleWords = kScales / 2;
+  uint2 wa[kChunkSteps];
+  uint2 wb[kChunkSteps];
+  uint32_t sa[kScaleWords], ba[kScaleWords], sb[kScaleWords], bb[kScaleWords];
+};
+
+__device__ __forceinline__ uint2 load_stream8(const uint2* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+
+template <int kWords>
+__device__ __forceinline__ void load_scales(const uint16_t* p, uint32_t (&dst)[kWords]) {
+  if constexpr (kWords == 2) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    dst[0] = v.x;
+    dst[1] = v.y;
+  } else {
+    dst[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
+  }
+}
+
+template <int kGroup>
+__device__ __forceinline__ uint32_t scale_bits(const uint32_t* words, int step) {
+  const int i = step * kStepK / kGroup;  // group of this step within the chunk
+  return (words[i >> 1] >> ((i & 1) * 16)) & 0xFFFFu;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// x [rows, k] -> shared memory in fragment order. A segment is 16 values (step s, lane t):
+// words (x0,x4) (x1,x5) (x2,x6) (x3,x7) (x8,x12) (x9,x13) (x10,x14) (x11,x15), the pairs
+// the lane's A fragments hold for mma 0..3 of the step (low half first). With norm_weight,
+// x is first replaced by bf16(x * inv_rms * (weight + offset)), rmsnorm_residual's bits.
+// Σx per step (f32, of the staged values) goes to sums [rows][steps].
+__device__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int k,
+                        const __nv_bfloat16* norm_weight, float norm_offset, const float* inv_rms,
+                        char* smem, float* sums) {
+  const int steps = k / kStepK;
+  const int segments = rows * steps * 4;
+  const int lane = threadIdx.x & 31;
+  for (int base = (threadIdx.x >> 5) * 32; base < segments; base += kThreads) {
+    const int seg = base + lane;
+    float sum = 0.0f;
+    if (seg < segments) {
+      const int r = seg / (steps * 4);
+      const int rest = seg - r * steps * 4;  // step * 4 + t
+      const int col = rest * 16;             // = step * 64 + t * 16
+      float v[16];
+      load_bf16<16>(x + r * ldx + col, v);
+      if (norm_weight != nullptr) {
+        float g[16];
+        load_bf16<16>(norm_weight + col, g);
+        const float inv = inv_rms[r];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          v[i] = __bfloat162float(__float2bfloat16(v[i] * inv * (g[i] + norm_offset)));
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) sum += v[i];
+      uint4 lo;
+      uint4 hi;
+      lo.x = pack_bf16(v[0], v[4]);
+      lo.y = pack_bf16(v[1], v[5]);
+      lo.z = pack_bf16(v[2], v[6]);
+      lo.w = pack_bf16(v[3], v[7]);
+      hi.x = pack_bf16(v[8], v[12]);
+      hi.y = pack_bf16(v[9], v[13]);
+      hi.z = pack_bf16(v[10], v[14]);
+      hi.w = pack_bf16(v[11], v[15]);
+      uint4* dst = reinterpret_cast<uint4*>(smem + r * x_row_bytes(k)) + rest * 2;
+      dst[0] = lo;
+      dst[1] = hi;
+    }
+    // The step's four segments are lanes 4s .. 4s + 3 of this warp.
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    if (seg < segments && (lane & 3) == 0) sums[seg >> 2] = sum;
+  }
+}
+
+// kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0.
+template <typename ScaleT, typename OutT, int kGroup, bool kPair, bool kMulti>
+__global__ void __launch_bounds__(kThreads, 2)
+    affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
+  using C = Chunk<kGroup>;
+  extern __shared__ __align__(16) char smem[];
+  __shared__ float red[2][kWarps][32 * 4];
+  __shared__ float scratch[32];
+  __shared__ float inv_rms[kMaxXRows];
+
+  const AffineQuantWeight& w = a.w;
+  const int k = w.k;
+  const int steps = k / kStepK;
+  const int chunks = k / kChunkK;
+  const int groups = k / kGroup;
+  const int outputs = kPair ? w.n / 2 : w.n;
+  constexpr int kTileOut = kPair ? 8 : 16;  // outputs per tile
+  const int tiles = ceil_div(outputs, kTileOut);
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int cb = warp * chunks / kWarps;  // this warp's chunks of every tile: [cb, ce)
+  const int ce = (warp + 1) * chunks / kWarps;
+  const int64_t words_per_row = k / 8;
+  const uint16_t* scales = static_cast<const uint16_t*>(w.scales);
+  const uint16_t* biases = static_cast<const uint16_t*>(w.biases);
+
+  // The lane's two weight rows of a tile (clamped into the matrix; the surplus is not
+  // stored).
+  auto rows_of = [&](int tile, int64_t& ra, int64_t& rb) {
+    if constexpr (kPair) {
+      const int j = min(tile * 8 + g, outputs - 1);
+      ra = j;
+      rb = outputs + j;
+    } else {
+      ra = min(tile * 16 + g, outputs - 1);
+      rb = min(tile * 16 + g + 8, outputs - 1);
+    }
+  };
+  auto load = [&](C& dst, int tile, int chunk) {
+    int64_t ra;
+    int64_t rb;
+    rows_of(tile, ra, rb);
+    const uint2* pa =
+        reinterpret_cast<const uint2*>(w.packed + ra * words_per_row) + chunk * 16 + t;
+    const uint2* pb =
+        reinterpret_cast<const uint2*>(w.packed + rb * words_per_row) + chunk * 16 + t;
+#pragma unroll
+    for (int u = 0; u < kChunkSteps; ++u) {
+      dst.wa[u] = load_stream8(pa + u * 4);
+      dst.wb[u] = load_stream8(pb + u * 4);
+    }
+    const int64_t s0 = static_cast<int64_t>(chunk) * C::kScales;
+    load_scales(scales + ra * groups + s0, dst.sa);
+    load_scales(biases + ra * groups + s0, dst.ba);
+    load_scales(scales + rb * groups + s0, dst.sb);
+    load_scales(biases + rb * groups + s0, dst.bb);
+  };
+
+  C cur;
+  int tile = blockIdx.x;
+  if (cb < ce && tile < tiles) load(cur, tile, cb);
+
+  grid_dependency_wait();
+  if (a.norm_weight != nullptr) {
+    block_inverse_rms<kThreads>(a.x, a.ldx, x_rows, k, a.norm_eps, inv_rms, scratch);
+  }
+  float* sums = reinterpret_cast<float*>(smem + x_rows * x_row_bytes(k));
+  stage_x(a.x, a.ldx, x_rows, k, a.norm_weight, a.norm_offset, inv_rms, smem, sums);
+  __syncthreads();
+  launch_dependents();
+
+  // B fragments: x row g (column g of the mma); extra columns repeat the last row.
+  const int xr = kMulti ? min(g, x_rows - 1) : 0;
+  const uint4* xs = reinterpret_cast<const uint4*>(smem + xr * x_row_bytes(k)) + t * 2;
+  const int c0 = kMulti ? min(2 * t, x_rows - 1) : 0;  // the lane's output columns
+  const int c1 = kMulti ? min(2 * t + 1, x_rows - 1) : 0;
+  const float* sum0 = sums + c0 * steps;
+  const float* sum1 = sums + c1 * steps;
+
+  int parity = 0;
+  for (; tile < tiles; tile += gridDim.x) {   // uniform across the block
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
+    for (int chunk = cb; chunk < ce; ++chunk) {
+      // The next chunk of this warp (the first of the block's next tile after the last),
+      // loaded before this one is computed; past the end it reloads this one.
+      int nt = tile;
+      int nc = chunk + 1;
+      if (nc == ce) {
+        nc = cb;
+        nt += gridDim.x;
+      }
+      if (nt >= tiles) {
+        nt = tile;
+        nc = chunk;
+      }
+      C nxt;
+      load(nxt, nt, nc);
+#pragma unroll
+      for (int u = 0; u < kChunkSteps; ++u) {
+        const int step = chunk * kChunkSteps + u;
+        const uint4 xa = xs[step * 8];
+        const uint4 xb = xs[step * 8 + 1];
+        const uint32_t bx[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+        const uint32_t wa[2] = {cur.wa[u].x, cur.wa[u].y};
+        const uint32_t wb[2] = {cur.wb[u].x, cur.wb[u].y};
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t va = wa[j >> 1] >> ((j & 1) * 8);
+          const uint32_t vb = wb[j >> 1] >> ((j & 1) * 8);
+          mma_bf16(c, (va & kNibbles) | kMagic, (vb & kNibbles) | kMagic,
+                   ((va >> 4) & kNibbles) | kMagic, ((vb >> 4) & kNibbles) | kMagic, bx[2 * j],
+                   bx[2 * j + 1]);
+        }
+        const float s_a = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.sa, u));
+        const float b_a = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.ba, u));
+        const float s_b = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.sb, u));
+        const float b_b = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.bb, u));
+        const float x0 = sum0[step];
+        acc[0] = fmaf(s_a, fmaf(-128.0f, x0, c[0]), fmaf(b_a, x0, acc[0]));
+        acc[2] = fmaf(s_b, fmaf(-128.0f, x0, c[2]), fmaf(b_b, x0, acc[2]));
+        if constexpr (kMulti) {
+          const float x1 = sum1[step];
+          acc[1] = fmaf(s_a, fmaf(-128.0f, x1, c[1]), fmaf(b_a, x1, acc[1]));
+          acc[3] = fmaf(s_b, fmaf(-128.0f, x1, c[3]), fmaf(b_b, x1, acc[3]));
+        }
+      }
+      cur = nxt;
+    }
+
+    // The warps' partial sums, added in warp order by warp 0.
+    float* mine = red[parity][warp] + lane * 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mine[i] = acc[i];
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = red[parity][0][lane * 4 + i];
+      for (int v = 1; v < kWarps; ++v) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] += red[parity][v][lane * 4 + i];
+      }
+      const int cols = kMulti ? 2 : 1;
+#pragma unroll
+      for (int ci = 0; ci < cols; ++ci) {
+        const int col = 2 * t + ci;
+        if (col >= x_rows || (!kMulti && t != 0)) continue;
+        if constexpr (kPair) {
+          const int j = tile * 8 + g;
+          if (j < outputs) affine_store_output<OutT>(a, col, j, acc[ci], acc[2 + ci]);
+        } else {
+          const int ra = tile * 16 + g;
+          if (ra < outputs) affine_store_output<OutT>(a, col, ra, acc[ci], 0.0f);
+          if (ra + 8 < outputs) affine_store_output<OutT>(a, col, ra + 8, acc[2 + ci], 0.0f);
+        }
+      }
+    }
+    parity ^= 1;
+  }
+}
+
+int device_optin_smem() {
+  int device = 0;
+  int optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+      cudaSuccess) {
+    return 0;
+  }
+  return optin;
+}
+
+// Static shared memory of the kernel (red, scratch, inv_rms) plus a margin.
+constexpr size_t kStaticSmem = sizeof(float) * (2 * kWarps * 32 * 4 + 32 + kMaxXRows) + 1024;
+
+size_t smem_cap() {
+  const int optin = device_optin_smem();
+  return std::min(kMaxSmem, static_cast<size_t>(std::max(optin, 0)) > kStaticSmem
+                                ? static_cast<size_t>(optin) - kStaticSmem
+                                : 0);
+}
+
+template <typename ScaleT, typename OutT, int kGroup, bool kPair, bool kMulti>
+cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
+  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kPair, kMulti>;
+  const size_t smem = smem_bytes(x_rows, a.w.k);
+  if (smem > 48 * 1024) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
+  int per_sm = 0;
+  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+  if (err != cudaSuccess) return err;
+  const int outputs = kPair ? a.w.n / 2 : a.w.n;
+  const int tiles = ceil_div(outputs, kPair ? 8 : 16);
+  const int grid = std::min(tiles, std::max(1, a.sm_count) * std::max(1, per_sm));
+  return launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, a.pdl, a, x_rows);
+}
+
+template <typename ScaleT, typename OutT, int kGroup>
+cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
+  const bool pair =
+      a.epilogue == GemvEpilogue::kGatedSilu || a.epilogue == GemvEpilogue::kGatedGeluTanh;
+  if constexpr (sizeof(OutT) == 2) {
+    if (pair) {
+      return x_rows == 1 ? launch<ScaleT, OutT, kGroup, true, false>(a, x_rows, stream)
+                         : launch<ScaleT, OutT, kGroup, true, true>(a, x_rows, stream);
+    }
+  }
+  return x_rows == 1 ? launch<ScaleT, OutT, kGroup, false, false>(a, x_rows, stream)
+                     : launch<ScaleT, OutT, kGroup, false, true>(a, x_rows, stream);
+}
+
+template <typename ScaleT, typename OutT>
+cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
+  return a.w.group_size == 64 ? dispatch<ScaleT, OutT, 64>(a, x_rows, stream)
+                              : dispatch<ScaleT, OutT, 128>(a, x_rows, stream);
+}
+
+}  // namespace
+
+bool affine_gemv_mma_supported(const AffineGemvArgs& a) {
+  const AffineQuantWeight& w = a.w;
+  if (w.bits != 4 || (w.group_size != 64 && w.group_size != 128) || w.k % kChunkK != 0) {
+    return false;
+  }
+  const uintptr_t align = w.group_size == 64 ? 8 : 4;
+  if (reinterpret_cast<uintptr_t>(w.scales) % align != 0 ||
+      reinterpret_cast<uintptr_t>(w.biases) % align != 0 ||
+      reinterpret_cast<uintptr_t>(w.packed) % 8 != 0) {
+    return false;
+  }
+  if (a.norm_weight != nullptr && reinterpret_cast<uintptr_t>(a.norm_weight) % 16 != 0) {
+    return false;
+  }
+  return smem_bytes(1, w.k) <= smem_cap();
+}
+
+cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
+  if (!affine_gemv_mma_supported(args)) return cudaErrorInvalidValue;
+  const size_t cap = smem_cap();
+  const size_t per_row = smem_bytes(1, args.w.k);
+  const int batch =
+      static_cast<int>(std::min<size_t>({static_cast<size_t>(args.m), cap / per_row, kMaxXRows}));
+  const size_t out_size = args.y_f32 ? sizeof(float) : sizeof(__nv_bfloat16);
+  for (int r0 = 0; r0 < args.m; r0 += batch) {
+    AffineGemvArgs a = args;
+    a.x = args.x + r0 * args.ldx;
+    a.y = static_cast<char*>(args.y) + r0 * args.ldy * out_size;
+    const int rows = std::min(batch, args.m - r0);
+    cudaError_t err;
+    if (a.y_f32) {
+      err = a.w.f16_scales ? dispatch<__half, float>(a, rows, stream)
+                           : dispatch<__nv_bfloat16, float>(a, rows, stream);
+    } else {
+      err = a.w.f16_scales ? dispatch<__half, __nv_bfloat16>(a, rows, stream)
+                           : dispatch<__nv_bfloat16, __nv_bfloat16>(a, rows, stream);
+    }
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace hearth::cuda::detail
