@@ -157,8 +157,40 @@ __device__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int k,
   }
 }
 
+// What a tile's two row sets are: 16 rows; gate rows j and up rows n + j; RoPE pairs.
+enum Mode { kSingle, kGated, kRope };
+
+// rope_kv_write's stores for x row r's rows (i, i + head_dim / 2) of one head, task =
+// head * head_dim / 2 + i: rounded to bf16, then rotated (q, k) or copied (v).
+__device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int task, float v0,
+                                           float v1) {
+  const RopeKvWriteArgs& p = a.rope;
+  const int half = p.head_dim / 2;
+  const int head = task / half;
+  const int i = task - head * half;
+  const float x1 = __bfloat162float(__float2bfloat16(v0));
+  const float x2 = __bfloat162float(__float2bfloat16(v1));
+  __nv_bfloat16* dst;
+  if (head < p.q_heads) {
+    dst = p.q_out + r * p.ld_q_out + head * p.head_dim + i;
+  } else {
+    const int64_t slot = p.slots[r];
+    if (slot < 0) return;
+    const bool is_v = head >= p.q_heads + p.kv_heads;
+    const int kv_head = head - p.q_heads - (is_v ? p.kv_heads : 0);
+    dst = (is_v ? p.v_cache : p.k_cache) + (slot * p.kv_heads + kv_head) * p.head_dim + i;
+    if (is_v) {
+      dst[0] = __float2bfloat16(x1);
+      dst[half] = __float2bfloat16(x2);
+      return;
+    }
+  }
+  rope_pair(static_cast<float>(p.positions[r]), p.inv_freq[i], p.attention_scaling, x1, x2, dst,
+            dst + half);
+}
+
 // kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0.
-template <typename ScaleT, typename OutT, int kGroup, bool kPair, bool kMulti>
+template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti>
 __global__ void __launch_bounds__(kThreads, 2)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
   using C = Chunk<kGroup>;
@@ -172,8 +204,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int steps = k / kStepK;
   const int chunks = k / kChunkK;
   const int groups = k / kGroup;
-  const int outputs = kPair ? w.n / 2 : w.n;
-  constexpr int kTileOut = kPair ? 8 : 16;  // outputs per tile
+  constexpr bool kPair = kMode != kSingle;
+  const int outputs = kPair ? w.n / 2 : w.n;  // tasks: outputs, gated outputs, RoPE pairs
+  constexpr int kTileOut = kPair ? 8 : 16;    // tasks per tile
   const int tiles = ceil_div(outputs, kTileOut);
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -188,10 +221,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   // The lane's two weight rows of a tile (clamped into the matrix; the surplus is not
   // stored).
   auto rows_of = [&](int tile, int64_t& ra, int64_t& rb) {
-    if constexpr (kPair) {
+    if constexpr (kMode == kGated) {
       const int j = min(tile * 8 + g, outputs - 1);
       ra = j;
       rb = outputs + j;
+    } else if constexpr (kMode == kRope) {
+      const int j = min(tile * 8 + g, outputs - 1);
+      const int half = a.rope.head_dim / 2;
+      const int head = j / half;
+      ra = static_cast<int64_t>(head) * a.rope.head_dim + (j - head * half);
+      rb = ra + half;
     } else {
       ra = min(tile * 16 + g, outputs - 1);
       rb = min(tile * 16 + g + 8, outputs - 1);
@@ -306,9 +345,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int ci = 0; ci < cols; ++ci) {
         const int col = 2 * t + ci;
         if (col >= x_rows || (!kMulti && t != 0)) continue;
-        if constexpr (kPair) {
+        if constexpr (kMode == kGated) {
           const int j = tile * 8 + g;
           if (j < outputs) affine_store_output<OutT>(a, col, j, acc[ci], acc[2 + ci]);
+        } else if constexpr (kMode == kRope) {
+          const int j = tile * 8 + g;
+          if (j < outputs) store_rope(a, col, j, acc[ci], acc[2 + ci]);
         } else {
           const int ra = tile * 16 + g;
           if (ra < outputs) affine_store_output<OutT>(a, col, ra, acc[ci], 0.0f);
@@ -341,9 +383,10 @@ size_t smem_cap() {
                                 : 0);
 }
 
-template <typename ScaleT, typename OutT, int kGroup, bool kPair, bool kMulti>
+template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti>
 cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
-  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kPair, kMulti>;
+  constexpr bool kPair = kMode != kSingle;
+  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMode, kMulti>;
   const size_t smem = smem_bytes(x_rows, a.w.k);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -365,12 +408,16 @@ cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
       a.epilogue == GemvEpilogue::kGatedSilu || a.epilogue == GemvEpilogue::kGatedGeluTanh;
   if constexpr (sizeof(OutT) == 2) {
     if (pair) {
-      return x_rows == 1 ? launch<ScaleT, OutT, kGroup, true, false>(a, x_rows, stream)
-                         : launch<ScaleT, OutT, kGroup, true, true>(a, x_rows, stream);
+      return x_rows == 1 ? launch<ScaleT, OutT, kGroup, kGated, false>(a, x_rows, stream)
+                         : launch<ScaleT, OutT, kGroup, kGated, true>(a, x_rows, stream);
+    }
+    if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
+      return x_rows == 1 ? launch<ScaleT, OutT, kGroup, kRope, false>(a, x_rows, stream)
+                         : launch<ScaleT, OutT, kGroup, kRope, true>(a, x_rows, stream);
     }
   }
-  return x_rows == 1 ? launch<ScaleT, OutT, kGroup, false, false>(a, x_rows, stream)
-                     : launch<ScaleT, OutT, kGroup, false, true>(a, x_rows, stream);
+  return x_rows == 1 ? launch<ScaleT, OutT, kGroup, kSingle, false>(a, x_rows, stream)
+                     : launch<ScaleT, OutT, kGroup, kSingle, true>(a, x_rows, stream);
 }
 
 template <typename ScaleT, typename OutT>
@@ -408,7 +455,13 @@ cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
   for (int r0 = 0; r0 < args.m; r0 += batch) {
     AffineGemvArgs a = args;
     a.x = args.x + r0 * args.ldx;
-    a.y = static_cast<char*>(args.y) + r0 * args.ldy * out_size;
+    if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
+      a.rope.positions = args.rope.positions + r0;
+      a.rope.slots = args.rope.slots + r0;
+      a.rope.q_out = args.rope.q_out + r0 * args.rope.ld_q_out;
+    } else {
+      a.y = static_cast<char*>(args.y) + r0 * args.ldy * out_size;
+    }
     const int rows = std::min(batch, args.m - r0);
     cudaError_t err;
     if (a.y_f32) {

@@ -471,11 +471,21 @@ bool valid_weight(const AffineQuantWeight& w) {
 bool affine_gemv_supported(const AffineGemvArgs& a) {
   const bool pair = gated(a.epilogue);
   if (!valid_weight(a.w) || a.m < 1 || a.m > kAffineGemvMaxRows || a.x == nullptr ||
-      a.y == nullptr || a.ldx < a.w.k || a.ldx % 8 != 0 ||
-      reinterpret_cast<uintptr_t>(a.x) % 16 != 0 ||
+      a.ldx < a.w.k || a.ldx % 8 != 0 || reinterpret_cast<uintptr_t>(a.x) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(a.w.packed) % 16 != 0) {
     return false;
   }
+  if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
+    const RopeKvWriteArgs& r = a.rope;
+    return a.kernel != AffineGemvKernel::kRegister && !a.y_f32 && r.q_heads > 0 && r.kv_heads > 0 &&
+           r.head_dim > 0 && r.head_dim % 2 == 0 && r.rotary_dim == r.head_dim &&
+           r.q_norm == nullptr && r.k_norm == nullptr &&
+           static_cast<int64_t>(r.q_heads + 2 * r.kv_heads) * r.head_dim == a.w.n &&
+           r.ld_q_out >= static_cast<int64_t>(r.q_heads) * r.head_dim && r.positions != nullptr &&
+           r.slots != nullptr && r.inv_freq != nullptr && r.q_out != nullptr &&
+           r.k_cache != nullptr && r.v_cache != nullptr && detail::affine_gemv_mma_supported(a);
+  }
+  if (a.y == nullptr) return false;
   if (pair && (a.w.n % 2 != 0 || a.m > 4)) return false;
   if (a.ldy < (pair ? a.w.n / 2 : a.w.n)) return false;
   if (a.y_f32 && (pair || a.epilogue == GemvEpilogue::kResidualAdd)) return false;

@@ -53,7 +53,8 @@ struct AffineGemvArgs {
   int64_t ldy = 0;
   bool y_f32 = false;
   GemvEpilogue epilogue = GemvEpilogue::kStore;  // kResidualAdd / kGated*: bf16 y only,
-                                                 // gated: m <= 4
+                                                 // gated: m <= 4; kRopeKvWrite: the
+                                                 // tensor-core kernel only, y unused
   // RMSNorm prologue: x is replaced by bf16(rmsnorm(x) * (norm_weight + norm_offset)), the
   // bits rmsnorm_residual(nullptr, ...) would write.
   const __nv_bfloat16* norm_weight = nullptr;  // [k]
@@ -64,6 +65,10 @@ struct AffineGemvArgs {
   bool pdl = false;  // programmatic dependent launch (sm_90+ only): the first weight loads
                      // go out before the previous kernel finishes
   AffineGemvKernel kernel = AffineGemvKernel::kAuto;
+  // kRopeKvWrite (GemvArgs::rope's contract): w is the fused q|k|v projection; each pair of
+  // rows (i, i + head_dim / 2) of a head is rounded to bf16, rotated (q, k) and stored to
+  // q_out / the K cache, or copied (v) to the V cache, as rope_kv_write would.
+  RopeKvWriteArgs rope;
 };
 
 // kernel == kTensorCore: whether that kernel takes these args (kAuto / kRegister: whether

@@ -8,6 +8,8 @@
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/gated_activation.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rope_frequencies.h"
+#include "kernels/cuda/rope_kv_write.cuh"
 #include "kernels/ref/ops.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 
@@ -303,6 +305,143 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AffineFusedTest,
                                            FusedCase{4, 2048, 4096, 3}, FusedCase{8, 1000, 4160, 2},
                                            FusedCase{4, 300, 14336, 6},
                                            FusedCase{8, 4096, 1024, 4}));
+
+// The tensor-core kernel's RoPE + KV write epilogue against its plain store followed by
+// rope_kv_write: a RoPE pair (rows i, i + head_dim / 2) is one tile row pair, summed as the
+// plain tile sums each row, so the bits must match; graph replay must give the eager bits.
+struct AffineRopeCase {
+  int m, q_heads, kv_heads, head_dim, k;
+  bool norm, pdl;
+};
+class AffineRopeTest : public CudaTest, public ::testing::WithParamInterface<AffineRopeCase> {};
+
+TEST_P(AffineRopeTest, MatchesGemvThenRopeKvWrite) {
+  const AffineRopeCase c = GetParam();
+  const int n = (c.q_heads + 2 * c.kv_heads) * c.head_dim;
+  const int64_t ld_q = static_cast<int64_t>(c.q_heads) * c.head_dim + 16;
+  const int num_slots = 48;
+  const size_t cache_elems = static_cast<size_t>(num_slots) * c.kv_heads * c.head_dim;
+  const std::vector<int32_t> positions = {129, 131000, 7, 4095};  // 131000: sincosf slow path
+  const std::vector<int64_t> slots = {5, -1, 47, 0};              // -1: no K/V write
+  auto table = rope_frequencies(500000.0, c.head_dim, {});
+  ASSERT_TRUE(table.ok());
+  std::mt19937 rng(71);
+  std::vector<uint32_t> packed(static_cast<size_t>(n) * c.k / 8);
+  for (uint32_t& v : packed) v = rng();
+  const int groups = c.k / 64;
+  auto scales = to_bf16(random_bf16_values(static_cast<size_t>(n) * groups, 72, 0.01f));
+  auto biases = to_bf16(random_bf16_values(static_cast<size_t>(n) * groups, 73, 0.08f));
+  auto x = to_bf16(random_bf16_values(static_cast<size_t>(c.m) * c.k, 74, 2.0f));
+  auto norm = to_bf16(random_bf16_values(c.k, 75, 1.0f));
+  DeviceBuffer dp = upload(packed), ds = upload(scales), db = upload(biases);
+  DeviceBuffer dx = upload(x), dnorm = upload(norm);
+  DeviceBuffer dpos = upload(std::vector<int32_t>(positions.begin(), positions.begin() + c.m));
+  DeviceBuffer dslots = upload(std::vector<int64_t>(slots.begin(), slots.begin() + c.m));
+  DeviceBuffer dfreq = upload(table->inv_freq);
+  cudaStream_t st = ctx_->stream();
+
+  AffineGemvArgs g;
+  g.w.packed = dp.as<uint32_t>();
+  g.w.scales = ds.data();
+  g.w.biases = db.data();
+  g.w.n = n;
+  g.w.k = c.k;
+  g.w.bits = 4;
+  g.w.group_size = 64;
+  g.x = dx.as<Bf16>();
+  g.ldx = c.k;
+  g.norm_weight = c.norm ? dnorm.as<Bf16>() : nullptr;
+  g.m = c.m;
+  g.sm_count = sm_count();
+  g.pdl = c.pdl && ctx_->properties().major >= 9;
+  g.kernel = AffineGemvKernel::kTensorCore;
+  RopeKvWriteArgs r;
+  r.ld_qkv = n;
+  r.positions = dpos.as<int32_t>();
+  r.slots = dslots.as<int64_t>();
+  r.inv_freq = dfreq.as<float>();
+  r.attention_scaling = 1.125f;
+  r.ld_q_out = ld_q;
+  r.tokens = c.m;
+  r.q_heads = c.q_heads;
+  r.kv_heads = c.kv_heads;
+  r.head_dim = c.head_dim;
+  r.rotary_dim = c.head_dim;
+
+  DeviceBuffer qkv = poisoned<Bf16>(size_t(c.m) * n);
+  DeviceBuffer want_q = poisoned<Bf16>(c.m * ld_q);
+  DeviceBuffer want_k = poisoned<Bf16>(cache_elems);
+  DeviceBuffer want_v = poisoned<Bf16>(cache_elems);
+  AffineGemvArgs plain = g;
+  plain.y = qkv.data();
+  plain.ldy = n;
+  ASSERT_TRUE(affine_gemv_supported(plain));
+  ASSERT_EQ(affine_gemv(plain, st), cudaSuccess);
+  RopeKvWriteArgs ur = r;
+  ur.qkv = qkv.as<Bf16>();
+  ur.q_out = want_q.as<Bf16>();
+  ur.k_cache = want_k.as<Bf16>();
+  ur.v_cache = want_v.as<Bf16>();
+  ASSERT_EQ(rope_kv_write(ur, st), cudaSuccess);
+
+  auto run_fused = [&](bool graph, DeviceBuffer& q, DeviceBuffer& kc, DeviceBuffer& vc) {
+    AffineGemvArgs f = g;
+    f.epilogue = GemvEpilogue::kRopeKvWrite;
+    f.rope = r;
+    f.rope.q_out = q.as<Bf16>();
+    f.rope.k_cache = kc.as<Bf16>();
+    f.rope.v_cache = vc.as<Bf16>();
+    ASSERT_TRUE(affine_gemv_supported(f));
+    AffineGemvArgs reg = f;
+    reg.kernel = AffineGemvKernel::kRegister;
+    EXPECT_FALSE(affine_gemv_supported(reg));
+    if (!graph) {
+      ASSERT_EQ(affine_gemv(f, st), cudaSuccess);
+      return;
+    }
+    cudaGraph_t gr = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ASSERT_EQ(affine_gemv(f, st), cudaSuccess);
+    ASSERT_EQ(cudaStreamEndCapture(st, &gr), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, gr, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+    ASSERT_TRUE(ctx_->synchronize().ok());
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(gr);
+  };
+  DeviceBuffer got_q = poisoned<Bf16>(c.m * ld_q);
+  DeviceBuffer got_k = poisoned<Bf16>(cache_elems);
+  DeviceBuffer got_v = poisoned<Bf16>(cache_elems);
+  run_fused(false, got_q, got_k, got_v);
+  DeviceBuffer rep_q = poisoned<Bf16>(c.m * ld_q);
+  DeviceBuffer rep_k = poisoned<Bf16>(cache_elems);
+  DeviceBuffer rep_v = poisoned<Bf16>(cache_elems);
+  run_fused(true, rep_q, rep_k, rep_v);
+  auto bits16 = [](const std::vector<Bf16>& v) {
+    std::vector<uint16_t> out(v.size());
+    std::memcpy(out.data(), v.data(), v.size() * 2);
+    return out;
+  };
+  struct Out {
+    const char* what;
+    DeviceBuffer *want, *got, *replay;
+    size_t elems;
+  };
+  Out outs[] = {{"q", &want_q, &got_q, &rep_q, size_t(c.m) * ld_q},
+                {"k cache", &want_k, &got_k, &rep_k, cache_elems},
+                {"v cache", &want_v, &got_v, &rep_v, cache_elems}};
+  for (const Out& o : outs) {
+    auto want = bits16(download<Bf16>(*o.want, o.elems));
+    EXPECT_EQ(bits16(download<Bf16>(*o.got, o.elems)), want) << o.what << ": not bit-identical";
+    EXPECT_EQ(bits16(download<Bf16>(*o.replay, o.elems)), want) << o.what << ": graph replay";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AffineRopeTest,
+                         ::testing::Values(AffineRopeCase{1, 32, 8, 128, 4096, true, true},
+                                           AffineRopeCase{3, 4, 2, 64, 768, false, false},
+                                           AffineRopeCase{4, 6, 1, 32, 512, true, true}));
 
 TEST_F(CudaTest, AffineFusedRejectsUnsupported) {
   DeviceBuffer packed = poisoned<uint32_t>(64 * 1024 / 8);
