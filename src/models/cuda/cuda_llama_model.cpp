@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
 #include <map>
 #include <numeric>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -241,14 +243,15 @@ class Uploader {
 class CudaLlamaModel : public Model {
  public:
   CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx, bool compiled_decode,
-                 int upload_threads, int gate_up_block)
+                 int upload_threads, int gate_up_block, cuda::AffineGemvKernel affine_kernel)
       : config_(std::move(config)),
         ctx_(std::move(ctx)),
         gemm_(*ctx_),
         sampler_(*ctx_),
         compiled_decode_(compiled_decode),
         upload_threads_(upload_threads),
-        gate_up_block_(gate_up_block) {}
+        gate_up_block_(gate_up_block),
+        affine_kernel_(affine_kernel) {}
   ~CudaLlamaModel() override {
     if (host_release_.valid()) host_release_.wait();
     Stopwatch watch;
@@ -295,9 +298,15 @@ class CudaLlamaModel : public Model {
   // + bias), x' = rmsnorm(x) * norm when norm is set; programmatic dependent launch on sm_90.
   cuda::GemvArgs gemv_args(const DeviceLinear& l, const Bf16* x, int m, void* y,
                            cuda::GemvEpilogue epi, const DeviceBuffer* norm) const;
-  // True when a step of n tokens can run the fused decode layer body (dense, n small, every
-  // shape supported by the fused GEMV).
+  // gemv_args' contract on a quantized weight (m <= kAffineGemvMaxRows, no bias): the
+  // affine GEMV with its fusions, on affine_kernel_.
+  cuda::AffineGemvArgs affine_args(const DeviceLinear& l, const Bf16* x, int m, void* y,
+                                   cuda::GemvEpilogue epi, const DeviceBuffer* norm) const;
+  // True when a step of n tokens can run the fused decode layer body: n small and every
+  // shape supported by the fused GEMV, dense (gemv_bf16) or, unless affine_kernel_ is
+  // kRegister, quantized in every projection of every layer (affine_gemv).
   bool fused_decode(int n) const;
+  bool fused_affine_layer(const DeviceLayer& l, int n) const;
   Status embed(const int32_t* ids, int n, Bf16* out);
 
   // What one step's device work depends on besides the data in meta_: equal keys replay
@@ -335,6 +344,9 @@ class CudaLlamaModel : public Model {
   bool compiled_decode_ = true;
   int upload_threads_ = 0;
   int gate_up_block_ = 0;  // CudaLoadOptions::gate_up_block
+  // HEARTH_AFFINE_GEMV at load: kAuto (the tensor-core kernel where it applies, fused decode
+  // steps) or kRegister (the HFMA2 kernel, unfused decode steps: the A/B baseline).
+  cuda::AffineGemvKernel affine_kernel_ = cuda::AffineGemvKernel::kAuto;
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
@@ -416,8 +428,12 @@ std::string CudaLlamaModel::describe() const {
       "decode GEMV {}, compiled decode (CUDA graphs) {}, KV bf16 paged, device memory used "
       "{:.2f} GB (peak {:.2f}) of {:.2f}",
       ctx_->properties().name, ctx_->properties().multiProcessorCount, weights, weight_bytes_ / 1e9,
-      l.quantized() ? "affine (register dequant)" : "hearth bf16", compiled_decode_ ? "on" : "off",
-      ctx_->used() / 1e9, ctx_->peak() / 1e9, ctx_->budget() / 1e9);
+      !l.quantized() ? "hearth bf16"
+      : affine_kernel_ == cuda::AffineGemvKernel::kRegister
+          ? "affine (register dequant, unfused)"
+          : "affine (tensor cores where they apply, fused)",
+      compiled_decode_ ? "on" : "off", ctx_->used() / 1e9, ctx_->peak() / 1e9,
+      ctx_->budget() / 1e9);
 }
 
 Status CudaLlamaModel::create_kv_cache(int num_blocks, int block_size) {
@@ -484,10 +500,17 @@ Status CudaLlamaModel::linear(const DeviceLinear& l, const Bf16* x, int m, void*
         m, l.n, l.k, l.k, l.k, l.n, f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16, false};
     HEARTH_RETURN_IF_ERROR(gemm_.run(g, x, l.w.as<Bf16>(), y));
   } else if (m <= cuda::kAffineGemvMaxRows) {
-    HEARTH_RETURN_IF_ERROR(
-        cuda_status(cuda::affine_gemv(l.q, x, l.k, m, y, l.n, f32_out,
-                                      ctx_->properties().multiProcessorCount, st),
-                    "quantized GEMV"));
+    cuda::AffineGemvArgs a;
+    a.w = l.q;
+    a.x = x;
+    a.ldx = l.k;
+    a.y = y;
+    a.ldy = l.n;
+    a.y_f32 = f32_out;
+    a.m = m;
+    a.sm_count = ctx_->properties().multiProcessorCount;
+    a.kernel = affine_kernel_;
+    HEARTH_RETURN_IF_ERROR(cuda_status(cuda::affine_gemv(a, st), "quantized GEMV"));
   } else {
     // Prefill: dequantize to a bf16 scratch matrix, then the cuBLASLt GEMM.
     HEARTH_RETURN_IF_ERROR(ensure(dequant_, std::size_t(l.n) * l.k * 2, "dequantized weight"));
@@ -528,8 +551,55 @@ cuda::GemvArgs CudaLlamaModel::gemv_args(const DeviceLinear& l, const Bf16* x, i
   return a;
 }
 
+cuda::AffineGemvArgs CudaLlamaModel::affine_args(const DeviceLinear& l, const Bf16* x, int m,
+                                                 void* y, cuda::GemvEpilogue epi,
+                                                 const DeviceBuffer* norm) const {
+  const bool gated =
+      epi == cuda::GemvEpilogue::kGatedSilu || epi == cuda::GemvEpilogue::kGatedGeluTanh;
+  cuda::AffineGemvArgs a;
+  a.w = l.q;  // gated: [2n, k], gate rows then up (row_block 0)
+  a.x = x;
+  a.ldx = l.k;
+  a.y = y;
+  a.ldy = gated ? l.n / 2 : l.n;
+  a.epilogue = epi;
+  a.norm_weight = norm != nullptr ? norm->as<Bf16>() : nullptr;
+  a.norm_eps = static_cast<float>(config_.rms_norm_eps);
+  a.m = m;
+  a.sm_count = ctx_->properties().multiProcessorCount;
+  a.pdl = ctx_->properties().major >= 9;
+  a.kernel = affine_kernel_;
+  return a;
+}
+
+bool CudaLlamaModel::fused_affine_layer(const DeviceLayer& l, int n) const {
+  for (const DeviceLinear* p : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+    if (!p->quantized() || p->bias.data() != nullptr) return false;
+  }
+  if (l.gate_up.row_block != 0 || l.gate_up.n % 2 != 0) return false;
+  using E = cuda::GemvEpilogue;
+  return cuda::affine_gemv_supported(
+             affine_args(l.qkv, resid_.as<Bf16>(), n, qkv_.data(), E::kStore, &l.input_norm)) &&
+         cuda::affine_gemv_supported(
+             affine_args(l.o, attn_.as<Bf16>(), n, resid_.data(), E::kResidualAdd, nullptr)) &&
+         cuda::affine_gemv_supported(affine_args(l.gate_up, resid_.as<Bf16>(), n, act_.data(),
+                                                 E::kGatedSilu, &l.post_norm)) &&
+         cuda::affine_gemv_supported(
+             affine_args(l.down, act_.as<Bf16>(), n, resid_.data(), E::kResidualAdd, nullptr));
+}
+
 bool CudaLlamaModel::fused_decode(int n) const {
-  if (quantized_ || n < 1 || n > cuda::kGemvRoutedMaxRows || layers_.empty()) return false;
+  if (n < 1 || layers_.empty()) return false;
+  if (quantized_) {
+    // HEARTH_AFFINE_GEMV=register keeps the unfused 9-kernel layer (the A/B baseline). Every
+    // layer is checked: quantization may differ between layers (mixed-bit MLX models).
+    if (affine_kernel_ == cuda::AffineGemvKernel::kRegister || n > cuda::kAffineGemvMaxRows) {
+      return false;
+    }
+    return std::all_of(layers_.begin(), layers_.end(),
+                       [&](const DeviceLayer& l) { return fused_affine_layer(l, n); });
+  }
+  if (n > cuda::kGemvRoutedMaxRows) return false;
   const DeviceLayer& l = layers_.front();
   if (l.gate_up.n % 2 != 0) return false;
   using E = cuda::GemvEpilogue;
@@ -577,14 +647,19 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
   auto* xn = xn_.as<Bf16>();        // [n, hidden] normalized input of a sublayer
   auto* delta = delta_.as<Bf16>();  // [n, hidden] a sublayer's output
   HEARTH_RETURN_IF_ERROR(embed(d_tokens, n, resid));
-  // Decode steps of dense models fuse the norms into the qkv / gate_up GEMVs' prologues and
-  // the residual adds and SiLU gate into the GEMV epilogues (6 kernels a layer instead of 9,
-  // rounded as the unfused kernels round; wide GEMVs split rows over two warps, which only
-  // reorders f32 sums); the residual then needs no pending delta.
+  // Decode steps fuse the norms into the qkv / gate_up GEMVs' prologues and the residual
+  // adds and SiLU gate into the GEMV epilogues (5-6 kernels a layer instead of 9, rounded as
+  // the unfused kernels round; wide GEMVs split rows over two warps, which only reorders f32
+  // sums); the residual then needs no pending delta. Dense weights run gemv_bf16, quantized
+  // ones affine_gemv (the tensor-core kernel where it applies).
   const bool fused = fused_decode(n);
   using Epi = cuda::GemvEpilogue;
   auto gemv = [&](const DeviceLinear& l, const Bf16* x, void* y, Epi epi,
                   const DeviceBuffer* norm) {
+    if (l.quantized()) {
+      return cuda_status(cuda::affine_gemv(affine_args(l, x, n, y, epi, norm), st),
+                         "fused affine GEMV");
+    }
     return cuda_status(cuda::gemv_bf16(gemv_args(l, x, n, y, epi, norm), st), "fused GEMV");
   };
 
@@ -615,14 +690,26 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
       // No L2 prefetch of o's weights from the qkv GEMV: W4's lab_decode_step measured the
       // 8B step at 4.340 ms with it and 4.267 ms without (graph replay, same run). RoPE and
       // the KV write ride in the GEMV's epilogue where supported (no q/k norm, full rotary
-      // dims): one kernel and one launch gap less a layer, the same bits.
-      cuda::GemvArgs qa =
-          gemv_args(layer.qkv, resid, n, qkv_.data(), Epi::kStore, &layer.input_norm);
-      cuda::GemvArgs qr = qa;
-      qr.epilogue = Epi::kRopeKvWrite;
-      qr.rope = r;
-      roped = cuda::gemv_bf16_supported(qr);
-      HEARTH_RETURN_IF_ERROR(cuda_status(cuda::gemv_bf16(roped ? qr : qa, st), "fused GEMV"));
+      // dims; quantized: the tensor-core kernel only): one kernel and one launch gap less a
+      // layer, the same bits.
+      if (layer.qkv.quantized()) {
+        cuda::AffineGemvArgs qa =
+            affine_args(layer.qkv, resid, n, qkv_.data(), Epi::kStore, &layer.input_norm);
+        cuda::AffineGemvArgs qr = qa;
+        qr.epilogue = Epi::kRopeKvWrite;
+        qr.rope = r;
+        roped = cuda::affine_gemv_supported(qr);
+        HEARTH_RETURN_IF_ERROR(
+            cuda_status(cuda::affine_gemv(roped ? qr : qa, st), "fused affine GEMV"));
+      } else {
+        cuda::GemvArgs qa =
+            gemv_args(layer.qkv, resid, n, qkv_.data(), Epi::kStore, &layer.input_norm);
+        cuda::GemvArgs qr = qa;
+        qr.epilogue = Epi::kRopeKvWrite;
+        qr.rope = r;
+        roped = cuda::gemv_bf16_supported(qr);
+        HEARTH_RETURN_IF_ERROR(cuda_status(cuda::gemv_bf16(roped ? qr : qa, st), "fused GEMV"));
+      }
     } else {
       HEARTH_RETURN_IF_ERROR(
           cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
@@ -1037,6 +1124,21 @@ class Prefault {
   std::atomic<bool> stop_{false};
 };
 
+// HEARTH_AFFINE_GEMV (docs/reference/cli.md), read once at load: unset, "auto" or "tensor"
+// give kAuto (the tensor-core kernel wherever it applies, the register kernel elsewhere, and
+// fused decode steps), "register" kRegister (the HFMA2 kernel on the unfused decode layer:
+// the A/B baseline). Other values are ignored, as HEARTH_SKINNY_GEMM's are, with a warning.
+cuda::AffineGemvKernel affine_kernel_from_env() {
+  const char* env = std::getenv("HEARTH_AFFINE_GEMV");
+  if (env == nullptr || *env == '\0') return cuda::AffineGemvKernel::kAuto;
+  const std::string_view value(env);
+  if (value == "register") return cuda::AffineGemvKernel::kRegister;
+  if (value != "auto" && value != "tensor") {
+    spdlog::warn("HEARTH_AFFINE_GEMV={} is not auto, tensor or register; using auto", value);
+  }
+  return cuda::AffineGemvKernel::kAuto;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
@@ -1066,9 +1168,9 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
   spdlog::debug("cuda load: {:.2f} GB of pages mapped in while the context started", touched / 1e9);
   if (!ctx.ok()) return ctx.status().with_context("starting the CUDA backend");
   HEARTH_RETURN_IF_ERROR((*ctx)->make_current());
-  auto model =
-      std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
-                                       options.compiled_decode, threads, options.gate_up_block);
+  auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
+                                                options.compiled_decode, threads,
+                                                options.gate_up_block, affine_kernel_from_env());
   Status st = model->load(*weights, store->total_bytes(), options.show_progress);
   if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
   spdlog::debug("cuda load: model ready at {:.0f} ms", watch.elapsed_ms());

@@ -9,8 +9,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <numeric>
+#include <random>
 
 #include "base/mapped_file.h"
 #include "common/model_runner.h"
@@ -20,6 +26,8 @@
 #include "models/cuda/cuda_llama_model.h"
 #include "models/device.h"
 #include "models/model.h"
+#include "models/quantize.h"
+#include "models/safetensors_writer.h"
 #include "tensor/dtype.h"
 
 namespace hearth {
@@ -522,6 +530,222 @@ TEST(CudaModel, EngineGreedyOnDeviceEqualsHostArgmax) {
     EXPECT_EQ(sinks[i]->tokens, want[i]) << "prompt " << i;
   }
   (*engine)->shutdown();
+}
+
+// Quantized models (MLX affine 4-bit, groups of 64, hearth's quantizer; bf16 scales as
+// mlx-community models ship them, so the CPU and the GPU dequantize the same values) on the
+// fused decode path: the llama fixture (hidden 64, intermediate 128: k % 256 != 0, the
+// register kernel) and a random-init llama written here whose every projection has
+// k % 256 == 0 (the tensor-core kernel, RoPE + KV write in the qkv GEMV's epilogue).
+
+// hidden 256, 4 heads of 64 (2 KV heads), intermediate 512, 2 layers, vocab 320, tied
+// embeddings, f32; norm weights 1 + noise so the GEMVs' norm prologues have weights to get
+// wrong.
+void write_wide_llama(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  constexpr int64_t kHidden = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kInter = 512,
+                    kVocab = 320, kLayers = 2;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<TensorToWrite> tensors;
+  auto add = [&](const std::string& name, Shape shape, float mean, float stddev) {
+    TensorToWrite t;
+    t.name = name;
+    t.dtype = DType::kF32;
+    t.shape = shape;
+    std::vector<float> v(static_cast<std::size_t>(shape.numel()));
+    for (float& x : v) x = mean + stddev * normal(rng);
+    t.bytes.resize(v.size() * 4);
+    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+    tensors.push_back(std::move(t));
+  };
+  add("model.embed_tokens.weight", {kVocab, kHidden}, 0.0f, 0.05f);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {kHidden}, 1.0f, 0.1f);
+    add(p + "post_attention_layernorm.weight", {kHidden}, 1.0f, 0.1f);
+    add(p + "self_attn.q_proj.weight", {kHeads * kHeadDim, kHidden}, 0.0f, 0.05f);
+    add(p + "self_attn.k_proj.weight", {kKvHeads * kHeadDim, kHidden}, 0.0f, 0.05f);
+    add(p + "self_attn.v_proj.weight", {kKvHeads * kHeadDim, kHidden}, 0.0f, 0.05f);
+    add(p + "self_attn.o_proj.weight", {kHidden, kHeads * kHeadDim}, 0.0f, 0.05f);
+    add(p + "mlp.gate_proj.weight", {kInter, kHidden}, 0.0f, 0.05f);
+    add(p + "mlp.up_proj.weight", {kInter, kHidden}, 0.0f, 0.05f);
+    add(p + "mlp.down_proj.weight", {kHidden, kInter}, 0.0f, 0.05f);
+  }
+  add("model.norm.weight", {kHidden}, 1.0f, 0.1f);
+  Status st = write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  json config = {{"architectures", {"LlamaForCausalLM"}},
+                 {"model_type", "llama"},
+                 {"vocab_size", kVocab},
+                 {"hidden_size", kHidden},
+                 {"intermediate_size", kInter},
+                 {"num_hidden_layers", kLayers},
+                 {"num_attention_heads", kHeads},
+                 {"num_key_value_heads", kKvHeads},
+                 {"head_dim", kHeadDim},
+                 {"hidden_act", "silu"},
+                 {"max_position_embeddings", 4096},
+                 {"rms_norm_eps", 1e-5},
+                 {"rope_theta", 10000.0},
+                 {"tie_word_embeddings", true},
+                 {"attention_bias", false},
+                 {"mlp_bias", false},
+                 {"torch_dtype", "float32"},
+                 {"bos_token_id", 1},
+                 {"eos_token_id", 2}};
+  std::ofstream(dir + "/config.json") << config.dump(2) << "\n";
+}
+
+// The two quantized model directories (made once per test run, under the build dir).
+const std::vector<std::string>& quantized_models() {
+  static const std::vector<std::string> dirs = [] {
+    const std::string root = std::string(HEARTH_BINARY_DIR) + "/fixtures/cuda-quantized";
+    const std::string wide = root + "/wide-f32";
+    write_wide_llama(wide);
+    std::vector<std::string> out;
+    for (const auto& [src, name] :
+         {std::pair{kFixtures + "/llama-f32", "llama-q4g64"}, std::pair{wide, "wide-q4g64"}}) {
+      const std::string dst = root + "/" + name;
+      Status st = quantize_model_dir(src, dst, QuantSpec{4, 64}, DType::kBF16);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      out.push_back(dst);
+    }
+    return out;
+  }();
+  return dirs;
+}
+
+// Sets an environment variable for the enclosing scope (HEARTH_AFFINE_GEMV is read at load).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// The fused decode path (every step of <= 4 tokens: the prompts' chunks of 3, then decode
+// steps) against the CPU path of the same quantized model. Tolerance kLogitTolerance (3e-2
+// of the logit range), the dense GPU-CPU budget: both dequantize the same values, the CPU
+// keeps f32 activations where the GPU rounds every activation to bf16 (and the register
+// kernel x to half per 8 values, ~5e-4 relative). Greedy tokens (the CPU's, teacher-forced
+// on both) must agree at every step whose CPU top-2 margin exceeds twice the step's largest
+// logit difference.
+TEST(CudaQuantized, FusedDecodeMatchesTheCpuPath) {
+  for (const std::string& dir : quantized_models()) {
+    auto gpu = load_cuda_model(dir, {});
+    ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+    EXPECT_EQ((*gpu)->describe().find("unfused"), std::string::npos) << (*gpu)->describe();
+    auto cpu = load_model(dir, LoadOptions{2, KernelKind::kCpu});
+    ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+    const json& prompts = goldens()["prompts"];
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      auto ids = prompts[p]["ids"].get<std::vector<int32_t>>();
+      Runner gpu_run(**gpu);
+      Runner cpu_run(**cpu);
+      auto got = gpu_run.prefill(ids, 3);
+      auto want = cpu_run.prefill(ids, 3);
+      EXPECT_LE(max_error_over_range(got, std::vector<double>(want.begin(), want.end())),
+                kLogitTolerance)
+          << dir << " prompt " << p;
+    }
+    auto ids = prompts[2]["ids"].get<std::vector<int32_t>>();
+    Runner gpu_run(**gpu);
+    Runner cpu_run(**cpu);
+    std::vector<float> logits = gpu_run.prefill(ids, 3);
+    std::vector<float> cpu_logits = cpu_run.prefill(ids, 3);
+    int compared = 0;
+    for (int step = 0; step < 16; ++step) {
+      std::vector<double> want(cpu_logits.begin(), cpu_logits.end());
+      EXPECT_LE(max_error_over_range(logits, want), kLogitTolerance) << dir << " step " << step;
+      double diff = 0.0;
+      for (std::size_t v = 0; v < logits.size(); ++v) {
+        diff = std::max(diff, std::abs(logits[v] - want[v]));
+      }
+      std::vector<double> top = want;
+      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<>());
+      const int32_t next = static_cast<int32_t>(
+          std::max_element(cpu_logits.begin(), cpu_logits.end()) - cpu_logits.begin());
+      if (top[0] - top[1] > 2 * diff) {
+        const int32_t token =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        EXPECT_EQ(token, next) << dir << " greedy step " << step;
+        ++compared;
+      }
+      logits = gpu_run.step(std::span(&next, 1));
+      cpu_logits = cpu_run.step(std::span(&next, 1));
+    }
+    EXPECT_GE(compared, 1) << dir << ": no greedy step had a margin above the bf16 error";
+    std::printf("%s: %d of 16 greedy tokens compared\n", dir.c_str(), compared);
+  }
+}
+
+// Decode steps replayed from CUDA graphs give bit-identical logits to eager execution, on
+// the fused path (default) and on the unfused one (HEARTH_AFFINE_GEMV=register); the
+// prompt goes in chunks of 3 (captured, fused steps of 3 rows).
+TEST(CudaQuantized, CompiledDecodeIsBitIdenticalToEager) {
+  for (const char* kernel : {"auto", "register"}) {
+    for (const std::string& dir : quantized_models()) {
+      ScopedEnv env("HEARTH_AFFINE_GEMV", kernel);
+      CudaLoadOptions eager_options;
+      eager_options.compiled_decode = false;
+      auto eager = load_cuda_model(dir, eager_options);
+      auto graphed = load_cuda_model(dir, {});
+      ASSERT_TRUE(eager.ok() && graphed.ok());
+      auto ids = goldens()["prompts"][2]["ids"].get<std::vector<int32_t>>();
+      Runner a(**eager);
+      Runner b(**graphed);
+      std::vector<float> la = a.prefill(ids, 3);
+      std::vector<float> lb = b.prefill(ids, 3);
+      for (int step = 0; step < 12; ++step) {
+        ASSERT_EQ(la, lb) << dir << " " << kernel << " step " << step;
+        int32_t next = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
+        la = a.step(std::span(&next, 1));
+        lb = b.step(std::span(&next, 1));
+      }
+    }
+  }
+}
+
+// HEARTH_AFFINE_GEMV=register (the HFMA2 kernel, unfused 9-kernel layer: the A/B baseline)
+// gives the default path's logits within 1e-2 of their range: the fused kernels round as the
+// unfused ones do, and the tensor-core kernel (exact bf16 x) differs from the register
+// kernel (x rounded to half per 8 values) by ~5e-4 relative per GEMV, an occasional bf16 ulp
+// of an activation. An unknown value loads the default path (with a warning).
+TEST(CudaQuantized, RegisterKernelMatchesTheDefaultPath) {
+  for (const std::string& dir : quantized_models()) {
+    auto fused = load_cuda_model(dir, {});
+    ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+    Result<std::unique_ptr<Model>> reg = [&] {
+      ScopedEnv env("HEARTH_AFFINE_GEMV", "register");
+      return load_cuda_model(dir, {});
+    }();
+    ASSERT_TRUE(reg.ok()) << reg.status().to_string();
+    EXPECT_NE((*reg)->describe().find("unfused"), std::string::npos) << (*reg)->describe();
+    {
+      ScopedEnv env("HEARTH_AFFINE_GEMV", "bogus");
+      auto other = load_cuda_model(dir, {});
+      ASSERT_TRUE(other.ok()) << other.status().to_string();
+      EXPECT_EQ((*other)->describe().find("unfused"), std::string::npos);
+    }
+    auto ids = goldens()["prompts"][3]["ids"].get<std::vector<int32_t>>();
+    Runner a(**fused);
+    Runner b(**reg);
+    std::vector<float> la = a.prefill(ids, 3);
+    std::vector<float> lb = b.prefill(ids, 3);
+    for (int step = 0; step < 12; ++step) {
+      ASSERT_EQ(la.size(), lb.size());
+      EXPECT_LE(max_error_over_range(lb, std::vector<double>(la.begin(), la.end())), 1e-2)
+          << dir << " step " << step;
+      int32_t next = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
+      la = a.step(std::span(&next, 1));
+      lb = b.step(std::span(&next, 1));
+    }
+  }
 }
 
 }  // namespace
