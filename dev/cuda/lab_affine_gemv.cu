@@ -1411,6 +1411,7 @@ int run() {
       a.m = 1;
       a.sm_count = sms;
       a.kernel = kernel;
+      if (!affine_gemv_supported(a)) a.kernel = AffineGemvKernel::kAuto;  // 8 bits: register
       CK(affine_gemv(a, st));
     };
   };

@@ -1,9 +1,12 @@
 // Tensor-core affine GEMV for decode: y[m, n] = x[m, k] · wᵀ, w MLX-affine 4-bit, m <= 8.
 //
-// A block owns tiles of 16 weight rows (gated: 8 gate rows j and their up rows n + j) and
-// its 8 warps split k: warp w streams its share of each tile in chunks of 256 values. Lane
-// (g = lane / 4, t = lane % 4) loads 8 bytes of rows g and g + 8 per 64 values (k 16t ..
-// 16t + 15 of the step), and one LOP3 per two values makes the bf16 pair 128 + q exactly
+// A block owns tiles of 16 weight rows (gated: 8 gate rows j and their up rows n + j; RoPE:
+// rows i and i + head_dim / 2 of a head) and its 8 warps split k: warp w streams its share
+// of each tile in chunks of 256 values through its own ring of shared-memory slots filled
+// by cp.async, 3 chunks ahead (W1 measured the register-prefetch form, one chunk ahead, at
+// 33-71 % of copy: latency-bound). Lane (g = lane / 4, t = lane % 4) reads 8 bytes of rows
+// g and g + 8 per 64 values (k 16t .. 16t + 15 of the step), and one LOP3 per two values
+// makes the bf16 pair 128 + q exactly
 // (q | 0x4300 in each half), already in mma.m16n8k16's A-fragment registers: the fragment's
 // k positions are a fixed permutation of the lane's 16 values, and x is staged in shared
 // memory in the same permutation, so the B fragments are two 16-byte loads per step. The
@@ -11,8 +14,8 @@
 // values (one step) the f32 sums c = Σ (128 + q)·x become s·(c - 128·Σx) + b·Σx with the
 // group's scale and bias. x is staged exactly (bf16, optionally RMSNorm'd with
 // rmsnorm_residual's bits), so, unlike the register kernel, nothing is rounded to half.
-// Each warp's next chunk is loaded before the current one is computed (the first before
-// the PDL wait); the warps' sums meet in shared memory in a fixed order.
+// The first chunks' copies go out before the PDL wait; the warps' sums meet in shared
+// memory in a fixed order.
 #include "kernels/cuda/affine_gemv_mma.cuh"
 
 #include <cuda_bf16.h>
@@ -35,15 +38,26 @@ constexpr int kStepK = 64;                      // values per step: 4 x mma k16
 constexpr int kChunkSteps = 4;                  // steps per load batch
 constexpr int kChunkK = kStepK * kChunkSteps;   // 256
 constexpr int kMaxXRows = 8;                    // the mma's n
-constexpr size_t kMaxSmem = size_t{100} << 10;  // dynamic shared memory per block
+constexpr size_t kMaxSmem = size_t{160} << 10;  // dynamic shared memory per block
 constexpr uint32_t kMagic = 0x43004300u;        // bf16 pair (128, 128)
 constexpr uint32_t kNibbles = 0x000F000Fu;      // the low nibble of each half
 
 // Shared memory per staged x row: k bf16 values in fragment order plus 16 bytes of padding
 // (x rows of a multi-row batch start 4 banks apart), then the per-step sums Σx.
 __host__ __device__ constexpr size_t x_row_bytes(int k) { return size_t(k) * 2 + 16; }
-__host__ __device__ constexpr size_t smem_bytes(int rows, int k) {
+__host__ __device__ constexpr size_t x_bytes(int rows, int k) {
   return rows * x_row_bytes(k) + size_t(rows) * (k / kStepK) * sizeof(float);
+}
+
+// Each warp streams its chunks through a ring of kStages shared-memory slots filled by
+// cp.async (kStages - 1 chunks in flight per warp whatever the math does): per slot the
+// tile's 16 rows x 128 bytes of packed weights, then 16 rows x 8 bytes of scales and of
+// biases (4 groups of 64, or 2 of 128).
+constexpr int kStages = 4;
+constexpr int kSlotWeights = 16 * kChunkK / 2;         // 2048 bytes
+constexpr int kSlotBytes = kSlotWeights + 2 * 16 * 8;  // + scales + biases
+__host__ __device__ constexpr size_t smem_bytes(int rows, int k) {
+  return x_bytes(rows, k) + size_t(kWarps) * kStages * kSlotBytes;
 }
 
 // A scale or bias from its 16 bits.
@@ -56,40 +70,29 @@ __device__ __forceinline__ float scale_to_float(uint32_t bits16) {
   }
 }
 
-// One warp's chunk of one tile: 4 steps of 8 bytes for each of the lane's two rows, and the
-// scales and biases of those steps' groups (4 at group 64, 2 at group 128) per row.
-template <int kGroup>
-struct Chunk {
-  static constexpr int kScales = kChunkK / kGroup;  // 16-bit values per row
-  static constexpr int kScaleWords = kScales / 2;
-  uint2 wa[kChunkSteps];
-  uint2 wb[kChunkSteps];
-  uint32_t sa[kScaleWords], ba[kScaleWords], sb[kScaleWords], bb[kScaleWords];
-};
-
-__device__ __forceinline__ uint2 load_stream8(const uint2* p) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-               : "=r"(v.x), "=r"(v.y)
-               : "l"(p));
-  return v;
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Read-once weights: L2 only (cg), 16 bytes; scales: 4 or 8 bytes (ca).
+__device__ __forceinline__ void copy16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src));
+}
+template <int kBytes>
+__device__ __forceinline__ void copy_small(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src),
+               "n"(kBytes));
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
+template <int kPending>
+__device__ __forceinline__ void wait_pending() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
 }
 
-template <int kWords>
-__device__ __forceinline__ void load_scales(const uint16_t* p, uint32_t (&dst)[kWords]) {
-  if constexpr (kWords == 2) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-    dst[0] = v.x;
-    dst[1] = v.y;
-  } else {
-    dst[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
-  }
-}
-
-template <int kGroup>
-__device__ __forceinline__ uint32_t scale_bits(const uint32_t* words, int step) {
-  const int i = step * kStepK / kGroup;  // group of this step within the chunk
-  return (words[i >> 1] >> ((i & 1) * 16)) & 0xFFFFu;
+// Byte offset of (row, 32-byte step u) in a slot: the step's place in the row is swizzled
+// by row % 4, so the 8-byte fragment loads of rows g = 0..3 (a half warp) hit 32 distinct
+// banks.
+__device__ __forceinline__ int slot_offset(int row, int u) {
+  return row * 128 + ((u ^ (row & 3)) * 32);
 }
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -193,7 +196,7 @@ __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int t
 template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti>
 __global__ void __launch_bounds__(kThreads, 2)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
-  using C = Chunk<kGroup>;
+  constexpr int kScaleBytes = 2 * kChunkK / kGroup;  // per row and chunk: 8 or 4
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2][kWarps][32 * 4];
   __shared__ float scratch[32];
@@ -214,51 +217,54 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int t = lane & 3;
   const int cb = warp * chunks / kWarps;  // this warp's chunks of every tile: [cb, ce)
   const int ce = (warp + 1) * chunks / kWarps;
-  const int64_t words_per_row = k / 8;
-  const uint16_t* scales = static_cast<const uint16_t*>(w.scales);
-  const uint16_t* biases = static_cast<const uint16_t*>(w.biases);
+  const int per_tile = ce - cb;
+  const int64_t row_bytes = k / 2;
+  const char* packed = reinterpret_cast<const char*>(w.packed);
+  const char* scales = static_cast<const char*>(w.scales);
+  const char* biases = static_cast<const char*>(w.biases);
+  char* ring = smem + x_bytes(x_rows, k) + static_cast<size_t>(warp) * kStages * kSlotBytes;
 
-  // The lane's two weight rows of a tile (clamped into the matrix; the surplus is not
-  // stored).
-  auto rows_of = [&](int tile, int64_t& ra, int64_t& rb) {
+  // Weight row of tile row r (0..15; the pair's second row set is 8..15), clamped into the
+  // matrix (the surplus is not stored).
+  auto weight_row = [&](int tile, int r) -> int64_t {
     if constexpr (kMode == kGated) {
-      const int j = min(tile * 8 + g, outputs - 1);
-      ra = j;
-      rb = outputs + j;
+      const int j = min(tile * 8 + (r & 7), outputs - 1);
+      return r < 8 ? j : outputs + j;
     } else if constexpr (kMode == kRope) {
-      const int j = min(tile * 8 + g, outputs - 1);
+      const int j = min(tile * 8 + (r & 7), outputs - 1);
       const int half = a.rope.head_dim / 2;
       const int head = j / half;
-      ra = static_cast<int64_t>(head) * a.rope.head_dim + (j - head * half);
-      rb = ra + half;
+      const int64_t ra = static_cast<int64_t>(head) * a.rope.head_dim + (j - head * half);
+      return r < 8 ? ra : ra + half;
     } else {
-      ra = min(tile * 16 + g, outputs - 1);
-      rb = min(tile * 16 + g + 8, outputs - 1);
+      return min(tile * 16 + r, outputs - 1);
     }
   };
-  auto load = [&](C& dst, int tile, int chunk) {
-    int64_t ra;
-    int64_t rb;
-    rows_of(tile, ra, rb);
-    const uint2* pa =
-        reinterpret_cast<const uint2*>(w.packed + ra * words_per_row) + chunk * 16 + t;
-    const uint2* pb =
-        reinterpret_cast<const uint2*>(w.packed + rb * words_per_row) + chunk * 16 + t;
+  // Chunk f of this warp's sequence (tile blockIdx.x + (f / per_tile) * gridDim.x, chunk
+  // cb + f % per_tile) into its ring slot; past the end only an empty group is committed.
+  auto issue = [&](int f) {
+    const int tile = blockIdx.x + (per_tile > 0 ? f / per_tile : 0) * gridDim.x;
+    if (per_tile > 0 && tile < tiles) {
+      const int chunk = cb + f % per_tile;
+      char* slot = ring + (f % kStages) * kSlotBytes;
 #pragma unroll
-    for (int u = 0; u < kChunkSteps; ++u) {
-      dst.wa[u] = load_stream8(pa + u * 4);
-      dst.wb[u] = load_stream8(pb + u * 4);
+      for (int i = 0; i < 4; ++i) {  // 128 pieces of 16 bytes: row p / 8, piece p % 8
+        const int p = lane + 32 * i;
+        const int r = p >> 3;
+        const int j = p & 7;
+        copy16(slot + slot_offset(r, j >> 1) + (j & 1) * 16,
+               packed + weight_row(tile, r) * row_bytes + chunk * (kChunkK / 2) + j * 16);
+      }
+      const int r = lane & 15;  // lanes 0-15 scales, 16-31 biases of row r
+      const char* src = (lane < 16 ? scales : biases) + weight_row(tile, r) * groups * 2 +
+                        static_cast<int64_t>(chunk) * kScaleBytes;
+      copy_small<kScaleBytes>(slot + kSlotWeights + (lane >> 4) * 128 + r * 8, src);
     }
-    const int64_t s0 = static_cast<int64_t>(chunk) * C::kScales;
-    load_scales(scales + ra * groups + s0, dst.sa);
-    load_scales(biases + ra * groups + s0, dst.ba);
-    load_scales(scales + rb * groups + s0, dst.sb);
-    load_scales(biases + rb * groups + s0, dst.bb);
+    commit();
   };
 
-  C cur;
-  int tile = blockIdx.x;
-  if (cb < ce && tile < tiles) load(cur, tile, cb);
+#pragma unroll
+  for (int f = 0; f < kStages - 1; ++f) issue(f);  // weights never depend on the previous kernel
 
   grid_dependency_wait();
   if (a.norm_weight != nullptr) {
@@ -278,31 +284,30 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float* sum1 = sums + c1 * steps;
 
   int parity = 0;
-  for (; tile < tiles; tile += gridDim.x) {   // uniform across the block
+  int f = 0;  // this warp's position in its chunk sequence
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform across the block
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
-    for (int chunk = cb; chunk < ce; ++chunk) {
-      // The next chunk of this warp (the first of the block's next tile after the last),
-      // loaded before this one is computed; past the end it reloads this one.
-      int nt = tile;
-      int nc = chunk + 1;
-      if (nc == ce) {
-        nc = cb;
-        nt += gridDim.x;
-      }
-      if (nt >= tiles) {
-        nt = tile;
-        nc = chunk;
-      }
-      C nxt;
-      load(nxt, nt, nc);
+    for (int chunk = cb; chunk < ce; ++chunk, ++f) {
+      issue(f + kStages - 1);  // into the slot chunk f - 1 used
+      wait_pending<kStages - 1>();
+      __syncwarp();  // the other lanes' copies of chunk f are visible
+      const char* slot = ring + (f % kStages) * kSlotBytes;
+      const uint2 sa = *reinterpret_cast<const uint2*>(slot + kSlotWeights + g * 8);
+      const uint2 sb = *reinterpret_cast<const uint2*>(slot + kSlotWeights + (g + 8) * 8);
+      const uint2 ba = *reinterpret_cast<const uint2*>(slot + kSlotWeights + 128 + g * 8);
+      const uint2 bb = *reinterpret_cast<const uint2*>(slot + kSlotWeights + 128 + (g + 8) * 8);
+      const uint32_t sa_w[2] = {sa.x, sa.y}, sb_w[2] = {sb.x, sb.y};
+      const uint32_t ba_w[2] = {ba.x, ba.y}, bb_w[2] = {bb.x, bb.y};
 #pragma unroll
       for (int u = 0; u < kChunkSteps; ++u) {
         const int step = chunk * kChunkSteps + u;
+        const uint2 wav = *reinterpret_cast<const uint2*>(slot + slot_offset(g, u) + t * 8);
+        const uint2 wbv = *reinterpret_cast<const uint2*>(slot + slot_offset(g + 8, u) + t * 8);
         const uint4 xa = xs[step * 8];
         const uint4 xb = xs[step * 8 + 1];
         const uint32_t bx[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-        const uint32_t wa[2] = {cur.wa[u].x, cur.wa[u].y};
-        const uint32_t wb[2] = {cur.wb[u].x, cur.wb[u].y};
+        const uint32_t wa[2] = {wav.x, wav.y};
+        const uint32_t wb[2] = {wbv.x, wbv.y};
         float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -312,10 +317,12 @@ __global__ void __launch_bounds__(kThreads, 2)
                    ((va >> 4) & kNibbles) | kMagic, ((vb >> 4) & kNibbles) | kMagic, bx[2 * j],
                    bx[2 * j + 1]);
         }
-        const float s_a = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.sa, u));
-        const float b_a = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.ba, u));
-        const float s_b = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.sb, u));
-        const float b_b = scale_to_float<ScaleT>(scale_bits<kGroup>(cur.bb, u));
+        const int gi = u * kStepK / kGroup;  // the step's group within the chunk
+        const int sh = (gi & 1) * 16;
+        const float s_a = scale_to_float<ScaleT>((sa_w[gi >> 1] >> sh) & 0xFFFFu);
+        const float b_a = scale_to_float<ScaleT>((ba_w[gi >> 1] >> sh) & 0xFFFFu);
+        const float s_b = scale_to_float<ScaleT>((sb_w[gi >> 1] >> sh) & 0xFFFFu);
+        const float b_b = scale_to_float<ScaleT>((bb_w[gi >> 1] >> sh) & 0xFFFFu);
         const float x0 = sum0[step];
         acc[0] = fmaf(s_a, fmaf(-128.0f, x0, c[0]), fmaf(b_a, x0, acc[0]));
         acc[2] = fmaf(s_b, fmaf(-128.0f, x0, c[2]), fmaf(b_b, x0, acc[2]));
@@ -325,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           acc[3] = fmaf(s_b, fmaf(-128.0f, x1, c[3]), fmaf(b_b, x1, acc[3]));
         }
       }
-      cur = nxt;
+      __syncwarp();  // every lane is done with the slot before it is refilled
     }
 
     // The warps' partial sums, added in warp order by warp 0.
@@ -360,6 +367,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     parity ^= 1;
   }
+  wait_pending<0>();  // no copy outlives the block
 }
 
 int device_optin_smem() {
@@ -448,9 +456,10 @@ bool affine_gemv_mma_supported(const AffineGemvArgs& a) {
 cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
   if (!affine_gemv_mma_supported(args)) return cudaErrorInvalidValue;
   const size_t cap = smem_cap();
-  const size_t per_row = smem_bytes(1, args.w.k);
-  const int batch =
-      static_cast<int>(std::min<size_t>({static_cast<size_t>(args.m), cap / per_row, kMaxXRows}));
+  const size_t ring = smem_bytes(0, args.w.k);
+  const size_t per_row = x_bytes(1, args.w.k);
+  const int batch = static_cast<int>(
+      std::min<size_t>({static_cast<size_t>(args.m), (cap - ring) / per_row, kMaxXRows}));
   const size_t out_size = args.y_f32 ? sizeof(float) : sizeof(__nv_bfloat16);
   for (int r0 = 0; r0 < args.m; r0 += batch) {
     AffineGemvArgs a = args;
