@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "dev/cuda/fill.cuh"
 #include "dev/cuda/lab.h"
+#include "kernels/cuda/affine_gemv_mma.cuh"
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/decode_fusion.cuh"
@@ -1463,15 +1465,50 @@ int run() {
   failures += lab.check_fused(8, 1000, 4160, 2);
   failures += lab.check_fused(4, 4096, 14336, 6);
   std::printf("src sweep: %d failures\n", failures);
+  // The tensor-core kernel's designs (detail::MmaDesign); 8 bits fall back to src.
+  auto design = [&](detail::MmaDesign d) {
+    return [&, d](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
+      AffineGemvArgs a;
+      a.w = w;
+      a.x = x;
+      a.ldx = w.k;
+      a.y = y;
+      a.ldy = w.n;
+      a.y_f32 = f32;
+      a.m = 1;
+      a.sm_count = sms;
+      if (detail::affine_gemv_mma_supported(a)) {
+        CK(detail::affine_gemv_mma(a, st, d));
+      } else {
+        CK(affine_gemv(a, st));
+      }
+    };
+  };
+  (void)base;
+  (void)h2;
   std::vector<std::pair<std::string, Lab::GemvFn>> variants = {
-      {"v0 (src before)", base},
       {"src register", src},
-      {"src tensor-core", tensor},
-      {"h2 s1 u4 persist4", h2(I1{}, I4{}, 4, H{})},
+      {"tensor default", tensor},
+      {"tensor ring", design(detail::kMmaRing)},
+      {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
+      {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
   };
   const std::vector<std::pair<int, int>> shapes = {
       {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
-  for (int bits : {4, 8}) {
+  for (auto [n, k] : shapes) {
+    AffineGemvArgs a;
+    a.w.n = n;
+    a.w.k = k;
+    a.w.packed = reinterpret_cast<const uint32_t*>(std::uintptr_t{256});
+    a.w.scales = a.w.packed;
+    a.w.biases = a.w.packed;
+    a.m = 1;
+    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d\n", n, k,
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2));
+  }
+  for (int bits : {4}) {
     std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);
     for (auto [n, k] : shapes) lab.gemv_shape(n, k, bits, copy_bw, variants);
   }
@@ -1479,9 +1516,12 @@ int run() {
   lab.dequant_shape(28672, 4096, 4, copy_bw);
   lab.dequant_shape(4096, 14336, 8, copy_bw);
   std::printf("== decode step\n");
-  decode_step(
-      lab, copy_bw,
-      {{"src register", src}, {"src tensor-core", tensor}, {"async 6 stages", async(I6{})}});
+  decode_step(lab, copy_bw,
+              {{"src register", src},
+               {"tensor ring", design(detail::kMmaRing)},
+               {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
+               {"tensor regs 2 ahead", design(detail::kMmaRegisters2)}});
+  (void)async(I6{});
   return 0;
 }
 

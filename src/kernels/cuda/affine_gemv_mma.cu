@@ -56,8 +56,8 @@ __host__ __device__ constexpr size_t x_bytes(int rows, int k) {
 constexpr int kStages = 4;
 constexpr int kSlotWeights = 16 * kChunkK / 2;         // 2048 bytes
 constexpr int kSlotBytes = kSlotWeights + 2 * 16 * 8;  // + scales + biases
-__host__ __device__ constexpr size_t smem_bytes(int rows, int k) {
-  return x_bytes(rows, k) + size_t(kWarps) * kStages * kSlotBytes;
+__host__ __device__ constexpr size_t smem_bytes(int rows, int k, bool ring) {
+  return x_bytes(rows, k) + (ring ? size_t(kWarps) * kStages * kSlotBytes : 0);
 }
 
 // A scale or bias from its 16 bits.
@@ -93,6 +93,35 @@ __device__ __forceinline__ void wait_pending() {
 // banks.
 __device__ __forceinline__ int slot_offset(int row, int u) {
   return row * 128 + ((u ^ (row & 3)) * 32);
+}
+
+// One warp's chunk in registers: 4 steps of 8 bytes of each of the lane's two rows, and the
+// rows' scales and biases of those steps (4 groups of 64 or 2 of 128; the second word is
+// unused at 128).
+struct ChunkRegs {
+  uint2 wa[kChunkSteps];
+  uint2 wb[kChunkSteps];
+  uint32_t sa[2], ba[2], sb[2], bb[2];
+};
+
+__device__ __forceinline__ uint2 load_stream8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+
+template <int kBytes>
+__device__ __forceinline__ void load_scales(const char* p, uint32_t (&dst)[2]) {
+  if constexpr (kBytes == 8) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    dst[0] = v.x;
+    dst[1] = v.y;
+  } else {
+    dst[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
+    dst[1] = 0;
+  }
 }
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -192,11 +221,14 @@ __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int t
             dst + half);
 }
 
-// kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0.
-template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti>
+// kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0. kDesign
+// (MmaDesign): how weights reach the registers.
+template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, int kDesign>
 __global__ void __launch_bounds__(kThreads, 2)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
-  constexpr int kScaleBytes = 2 * kChunkK / kGroup;  // per row and chunk: 8 or 4
+  constexpr bool kRing = kDesign == kMmaRing;
+  constexpr int kAhead = kDesign == kMmaRegisters2 ? 2 : 1;  // register chunks in flight
+  constexpr int kScaleBytes = 2 * kChunkK / kGroup;          // per row and chunk: 8 or 4
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2][kWarps][32 * 4];
   __shared__ float scratch[32];
@@ -223,6 +255,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const char* scales = static_cast<const char*>(w.scales);
   const char* biases = static_cast<const char*>(w.biases);
   char* ring = smem + x_bytes(x_rows, k) + static_cast<size_t>(warp) * kStages * kSlotBytes;
+  // Position of chunk f of this warp's sequence: tile blockIdx.x + (f / per_tile) *
+  // gridDim.x, chunk cb + f % per_tile; false past the end.
+  auto position = [&](int f, int& tile, int& chunk) {
+    tile = blockIdx.x + (per_tile > 0 ? f / per_tile : 0) * gridDim.x;
+    chunk = per_tile > 0 ? cb + f % per_tile : 0;
+    return per_tile > 0 && tile < tiles;
+  };
 
   // Weight row of tile row r (0..15; the pair's second row set is 8..15), clamped into the
   // matrix (the surplus is not stored).
@@ -243,9 +282,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Chunk f of this warp's sequence (tile blockIdx.x + (f / per_tile) * gridDim.x, chunk
   // cb + f % per_tile) into its ring slot; past the end only an empty group is committed.
   auto issue = [&](int f) {
-    const int tile = blockIdx.x + (per_tile > 0 ? f / per_tile : 0) * gridDim.x;
-    if (per_tile > 0 && tile < tiles) {
-      const int chunk = cb + f % per_tile;
+    int tile;
+    int chunk;
+    if (position(f, tile, chunk)) {
       char* slot = ring + (f % kStages) * kSlotBytes;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // 128 pieces of 16 bytes: row p / 8, piece p % 8
@@ -263,8 +302,38 @@ __global__ void __launch_bounds__(kThreads, 2)
     commit();
   };
 
+  // The register designs: a chunk's 8 bytes per step of rows g and g + 8 straight from
+  // global memory, with its scales and biases.
+  auto load_regs = [&](ChunkRegs& d, int f) {
+    int tile;
+    int chunk;
+    if (!position(f, tile, chunk)) return;
+    const int64_t ra = weight_row(tile, g);
+    const int64_t rb = weight_row(tile, g + 8);
+    const uint2* pa = reinterpret_cast<const uint2*>(packed + ra * row_bytes) + chunk * 16 + t;
+    const uint2* pb = reinterpret_cast<const uint2*>(packed + rb * row_bytes) + chunk * 16 + t;
 #pragma unroll
-  for (int f = 0; f < kStages - 1; ++f) issue(f);  // weights never depend on the previous kernel
+    for (int u = 0; u < kChunkSteps; ++u) {
+      d.wa[u] = load_stream8(pa + u * 4);
+      d.wb[u] = load_stream8(pb + u * 4);
+    }
+    const int64_t s0 = static_cast<int64_t>(chunk) * kScaleBytes;
+    load_scales<kScaleBytes>(scales + ra * groups * 2 + s0, d.sa);
+    load_scales<kScaleBytes>(biases + ra * groups * 2 + s0, d.ba);
+    load_scales<kScaleBytes>(scales + rb * groups * 2 + s0, d.sb);
+    load_scales<kScaleBytes>(biases + rb * groups * 2 + s0, d.bb);
+  };
+
+  // Weights never depend on the previous kernel: the first chunks go out before the wait.
+  ChunkRegs r0;
+  ChunkRegs r1;
+  if constexpr (kRing) {
+#pragma unroll
+    for (int f = 0; f < kStages - 1; ++f) issue(f);
+  } else {
+    load_regs(r0, 0);
+    if constexpr (kAhead == 2) load_regs(r1, 1);
+  }
 
   grid_dependency_wait();
   if (a.norm_weight != nullptr) {
@@ -288,21 +357,41 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform across the block
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
     for (int chunk = cb; chunk < ce; ++chunk, ++f) {
-      issue(f + kStages - 1);  // into the slot chunk f - 1 used
-      wait_pending<kStages - 1>();
-      __syncwarp();  // the other lanes' copies of chunk f are visible
-      const char* slot = ring + (f % kStages) * kSlotBytes;
-      const uint2 sa = *reinterpret_cast<const uint2*>(slot + kSlotWeights + g * 8);
-      const uint2 sb = *reinterpret_cast<const uint2*>(slot + kSlotWeights + (g + 8) * 8);
-      const uint2 ba = *reinterpret_cast<const uint2*>(slot + kSlotWeights + 128 + g * 8);
-      const uint2 bb = *reinterpret_cast<const uint2*>(slot + kSlotWeights + 128 + (g + 8) * 8);
-      const uint32_t sa_w[2] = {sa.x, sa.y}, sb_w[2] = {sb.x, sb.y};
-      const uint32_t ba_w[2] = {ba.x, ba.y}, bb_w[2] = {bb.x, bb.y};
+      ChunkRegs cur;
+      if constexpr (kRing) {
+        issue(f + kStages - 1);  // into the slot chunk f - 1 used
+        wait_pending<kStages - 1>();
+        __syncwarp();  // the other lanes' copies of chunk f are visible
+        const char* slot = ring + (f % kStages) * kSlotBytes;
+#pragma unroll
+        for (int u = 0; u < kChunkSteps; ++u) {
+          cur.wa[u] = *reinterpret_cast<const uint2*>(slot + slot_offset(g, u) + t * 8);
+          cur.wb[u] = *reinterpret_cast<const uint2*>(slot + slot_offset(g + 8, u) + t * 8);
+        }
+        const char* sc = slot + kSlotWeights;
+        const uint2 sa = *reinterpret_cast<const uint2*>(sc + g * 8);
+        const uint2 sb = *reinterpret_cast<const uint2*>(sc + (g + 8) * 8);
+        const uint2 ba = *reinterpret_cast<const uint2*>(sc + 128 + g * 8);
+        const uint2 bb = *reinterpret_cast<const uint2*>(sc + 128 + (g + 8) * 8);
+        cur.sa[0] = sa.x, cur.sa[1] = sa.y, cur.sb[0] = sb.x, cur.sb[1] = sb.y;
+        cur.ba[0] = ba.x, cur.ba[1] = ba.y, cur.bb[0] = bb.x, cur.bb[1] = bb.y;
+      } else if constexpr (kAhead == 1) {
+        cur = r0;
+        load_regs(r0, f + 1);
+      } else {
+        cur = r0;
+        r0 = r1;
+        load_regs(r1, f + 2);
+      }
+      const uint32_t* sa_w = cur.sa;
+      const uint32_t* sb_w = cur.sb;
+      const uint32_t* ba_w = cur.ba;
+      const uint32_t* bb_w = cur.bb;
 #pragma unroll
       for (int u = 0; u < kChunkSteps; ++u) {
         const int step = chunk * kChunkSteps + u;
-        const uint2 wav = *reinterpret_cast<const uint2*>(slot + slot_offset(g, u) + t * 8);
-        const uint2 wbv = *reinterpret_cast<const uint2*>(slot + slot_offset(g + 8, u) + t * 8);
+        const uint2 wav = cur.wa[u];
+        const uint2 wbv = cur.wb[u];
         const uint4 xa = xs[step * 8];
         const uint4 xb = xs[step * 8 + 1];
         const uint32_t bx[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
@@ -332,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           acc[3] = fmaf(s_b, fmaf(-128.0f, x1, c[3]), fmaf(b_b, x1, acc[3]));
         }
       }
-      __syncwarp();  // every lane is done with the slot before it is refilled
+      if constexpr (kRing) __syncwarp();  // every lane is done with the slot before its refill
     }
 
     // The warps' partial sums, added in warp order by warp 0.
@@ -367,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     parity ^= 1;
   }
-  wait_pending<0>();  // no copy outlives the block
+  if constexpr (kRing) wait_pending<0>();  // no copy outlives the block
 }
 
 int device_optin_smem() {
@@ -391,11 +480,12 @@ size_t smem_cap() {
                                 : 0);
 }
 
-template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti>
-cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
+// Launch (or, with per_sm_out, only report the occupancy of) one instantiation.
+template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, int kDesign>
+cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm_out) {
   constexpr bool kPair = kMode != kSingle;
-  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMode, kMulti>;
-  const size_t smem = smem_bytes(x_rows, a.w.k);
+  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMode, kMulti, kDesign>;
+  const size_t smem = smem_bytes(x_rows, a.w.k, kDesign == kMmaRing);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
@@ -404,34 +494,63 @@ cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
   int per_sm = 0;
   cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
   if (err != cudaSuccess) return err;
+  if (per_sm_out != nullptr) {
+    *per_sm_out = per_sm;
+    return cudaSuccess;
+  }
   const int outputs = kPair ? a.w.n / 2 : a.w.n;
   const int tiles = ceil_div(outputs, kPair ? 8 : 16);
   const int grid = std::min(tiles, std::max(1, a.sm_count) * std::max(1, per_sm));
   return launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, a.pdl, a, x_rows);
 }
 
-template <typename ScaleT, typename OutT, int kGroup>
-cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
+template <typename ScaleT, typename OutT, int kGroup, int kDesign>
+cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm) {
   const bool pair =
       a.epilogue == GemvEpilogue::kGatedSilu || a.epilogue == GemvEpilogue::kGatedGeluTanh;
+  const bool one = x_rows == 1;
   if constexpr (sizeof(OutT) == 2) {
     if (pair) {
-      return x_rows == 1 ? launch<ScaleT, OutT, kGroup, kGated, false>(a, x_rows, stream)
-                         : launch<ScaleT, OutT, kGroup, kGated, true>(a, x_rows, stream);
+      return one ? launch<ScaleT, OutT, kGroup, kGated, false, kDesign>(a, x_rows, stream, per_sm)
+                 : launch<ScaleT, OutT, kGroup, kGated, true, kDesign>(a, x_rows, stream, per_sm);
     }
     if (a.epilogue == GemvEpilogue::kRopeKvWrite) {
-      return x_rows == 1 ? launch<ScaleT, OutT, kGroup, kRope, false>(a, x_rows, stream)
-                         : launch<ScaleT, OutT, kGroup, kRope, true>(a, x_rows, stream);
+      return one ? launch<ScaleT, OutT, kGroup, kRope, false, kDesign>(a, x_rows, stream, per_sm)
+                 : launch<ScaleT, OutT, kGroup, kRope, true, kDesign>(a, x_rows, stream, per_sm);
     }
   }
-  return x_rows == 1 ? launch<ScaleT, OutT, kGroup, kSingle, false>(a, x_rows, stream)
-                     : launch<ScaleT, OutT, kGroup, kSingle, true>(a, x_rows, stream);
+  return one ? launch<ScaleT, OutT, kGroup, kSingle, false, kDesign>(a, x_rows, stream, per_sm)
+             : launch<ScaleT, OutT, kGroup, kSingle, true, kDesign>(a, x_rows, stream, per_sm);
 }
 
-template <typename ScaleT, typename OutT>
-cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream) {
-  return a.w.group_size == 64 ? dispatch<ScaleT, OutT, 64>(a, x_rows, stream)
-                              : dispatch<ScaleT, OutT, 128>(a, x_rows, stream);
+template <typename ScaleT, typename OutT, int kDesign>
+cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm) {
+  return a.w.group_size == 64 ? dispatch<ScaleT, OutT, 64, kDesign>(a, x_rows, stream, per_sm)
+                              : dispatch<ScaleT, OutT, 128, kDesign>(a, x_rows, stream, per_sm);
+}
+
+template <int kDesign>
+cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm) {
+  if (a.y_f32) {
+    return a.w.f16_scales ? dispatch<__half, float, kDesign>(a, x_rows, stream, per_sm)
+                          : dispatch<__nv_bfloat16, float, kDesign>(a, x_rows, stream, per_sm);
+  }
+  return a.w.f16_scales
+             ? dispatch<__half, __nv_bfloat16, kDesign>(a, x_rows, stream, per_sm)
+             : dispatch<__nv_bfloat16, __nv_bfloat16, kDesign>(a, x_rows, stream, per_sm);
+}
+
+cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, MmaDesign design,
+                     int* per_sm) {
+  switch (design) {
+    case kMmaRing:
+      return dispatch<kMmaRing>(a, x_rows, stream, per_sm);
+    case kMmaRegisters:
+      return dispatch<kMmaRegisters>(a, x_rows, stream, per_sm);
+    case kMmaRegisters2:
+      return dispatch<kMmaRegisters2>(a, x_rows, stream, per_sm);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -450,16 +569,17 @@ bool affine_gemv_mma_supported(const AffineGemvArgs& a) {
   if (a.norm_weight != nullptr && reinterpret_cast<uintptr_t>(a.norm_weight) % 16 != 0) {
     return false;
   }
-  return smem_bytes(1, w.k) <= smem_cap();
+  return smem_bytes(1, w.k, kMmaDefault == kMmaRing) <= smem_cap();
 }
 
-cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
+cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream, MmaDesign design) {
   if (!affine_gemv_mma_supported(args)) return cudaErrorInvalidValue;
   const size_t cap = smem_cap();
-  const size_t ring = smem_bytes(0, args.w.k);
+  const size_t fixed = smem_bytes(0, args.w.k, design == kMmaRing);
+  if (fixed + x_bytes(1, args.w.k) > cap) return cudaErrorInvalidValue;
   const size_t per_row = x_bytes(1, args.w.k);
   const int batch = static_cast<int>(
-      std::min<size_t>({static_cast<size_t>(args.m), (cap - ring) / per_row, kMaxXRows}));
+      std::min<size_t>({static_cast<size_t>(args.m), (cap - fixed) / per_row, kMaxXRows}));
   const size_t out_size = args.y_f32 ? sizeof(float) : sizeof(__nv_bfloat16);
   for (int r0 = 0; r0 < args.m; r0 += batch) {
     AffineGemvArgs a = args;
@@ -471,18 +591,21 @@ cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
     } else {
       a.y = static_cast<char*>(args.y) + r0 * args.ldy * out_size;
     }
-    const int rows = std::min(batch, args.m - r0);
-    cudaError_t err;
-    if (a.y_f32) {
-      err = a.w.f16_scales ? dispatch<__half, float>(a, rows, stream)
-                           : dispatch<__nv_bfloat16, float>(a, rows, stream);
-    } else {
-      err = a.w.f16_scales ? dispatch<__half, __nv_bfloat16>(a, rows, stream)
-                           : dispatch<__nv_bfloat16, __nv_bfloat16>(a, rows, stream);
-    }
+    cudaError_t err = dispatch(a, std::min(batch, args.m - r0), stream, design, nullptr);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
+}
+
+cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
+  return affine_gemv_mma(args, stream, kMmaDefault);
+}
+
+int affine_gemv_mma_blocks_per_sm(const AffineGemvArgs& a, MmaDesign design) {
+  int per_sm = 0;
+  if (!affine_gemv_mma_supported(a)) return 0;
+  if (dispatch(a, 1, nullptr, design, &per_sm) != cudaSuccess) return 0;
+  return per_sm;
 }
 
 }  // namespace hearth::cuda::detail

@@ -14,4 +14,13 @@ namespace hearth::cuda::detail {
 bool affine_gemv_mma_supported(const AffineGemvArgs& a);
 cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream);
 
+// How the kernel's weights reach the registers (lab A/B; affine_gemv_mma above uses
+// kMmaDefault): a per-warp cp.async ring in shared memory, 3 chunks ahead; or straight
+// global loads 1 or 2 chunks ahead of the math.
+enum MmaDesign { kMmaRing = 0, kMmaRegisters = 1, kMmaRegisters2 = 2 };
+constexpr MmaDesign kMmaDefault = kMmaRegisters;
+cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream, MmaDesign design);
+// Resident blocks per multiprocessor of the kernel these args launch (0 on error).
+int affine_gemv_mma_blocks_per_sm(const AffineGemvArgs& a, MmaDesign design);
+
 }  // namespace hearth::cuda::detail

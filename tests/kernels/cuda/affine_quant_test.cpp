@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "kernels/cuda/affine_gemv_mma.cuh"
 #include "kernels/cuda/affine_quant.cuh"
 #include "kernels/cuda/gated_activation.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
@@ -138,6 +139,15 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
     const double tol = c.outliers ? 4e-3 : tensor ? 1e-4 : 1.5e-3;
     EXPECT_LT(relative_error(got, want), tol)
         << (tensor ? "tensor-core kernel" : "register kernel");
+    if (!tensor) continue;
+    // Each way the tensor-core kernel can feed its registers: the same sums, the same bits.
+    const std::vector<float> first = got;
+    for (detail::MmaDesign d : {detail::kMmaRing, detail::kMmaRegisters, detail::kMmaRegisters2}) {
+      ASSERT_EQ(detail::affine_gemv_mma(a, ctx_->stream(), d), cudaSuccess);
+      y32 = download<float>(dy32, c.m * ldy);
+      for (int r = 0; r < c.m; ++r) std::copy_n(&y32[r * ldy], c.n, &got[r * c.n]);
+      EXPECT_EQ(got, first) << "design " << d;
+    }
   }
 
   // Quantized embedding rows (MLX quantizes embed_tokens too): ref's weight_row, bf16.
