@@ -1491,6 +1491,7 @@ int run() {
       {"tensor ring", design(detail::kMmaRing)},
       {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
       {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
+      {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
   };
   if (std::getenv("LAB_ALL") != nullptr) {  // the earlier baselines
     variants.push_back({"v0 (src before)", base});
@@ -1506,10 +1507,11 @@ int run() {
     a.w.scales = a.w.packed;
     a.w.biases = a.w.packed;
     a.m = 1;
-    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d\n", n, k,
+    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d\n", n, k,
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2));
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2),
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3));
   }
   for (int bits : {4}) {
     std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);
@@ -1523,7 +1525,8 @@ int run() {
               {{"src register", src},
                {"tensor ring", design(detail::kMmaRing)},
                {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
-               {"tensor regs 2 ahead", design(detail::kMmaRegisters2)}});
+               {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
+               {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)}});
   (void)async(I6{});
   return 0;
 }

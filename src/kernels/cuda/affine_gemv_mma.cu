@@ -224,7 +224,7 @@ __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int t
 // kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0. kDesign
 // (MmaDesign): how weights reach the registers.
 template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, int kDesign>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
   constexpr bool kRing = kDesign == kMmaRing;
   constexpr int kAhead = kDesign == kMmaRegisters2 ? 2 : 1;  // register chunks in flight
@@ -255,11 +255,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   const char* scales = static_cast<const char*>(w.scales);
   const char* biases = static_cast<const char*>(w.biases);
   char* ring = smem + x_bytes(x_rows, k) + static_cast<size_t>(warp) * kStages * kSlotBytes;
-  // Position of chunk f of this warp's sequence: tile blockIdx.x + (f / per_tile) *
-  // gridDim.x, chunk cb + f % per_tile; false past the end.
-  auto position = [&](int f, int& tile, int& chunk) {
-    tile = blockIdx.x + (per_tile > 0 ? f / per_tile : 0) * gridDim.x;
-    chunk = per_tile > 0 ? cb + f % per_tile : 0;
+  // The next chunk of this warp's sequence to load (chunks cb .. ce - 1 of tile blockIdx.x,
+  // then of tile blockIdx.x + gridDim.x, ...): every load takes the next one, so loads go
+  // in sequence order (W3: a division per load cost ~10 % of the kernel's time).
+  int next_tile = blockIdx.x;
+  int next_chunk = cb;
+  auto position = [&](int& tile, int& chunk) {
+    tile = next_tile;
+    chunk = next_chunk;
+    if (++next_chunk >= ce) {
+      next_chunk = cb;
+      next_tile += gridDim.x;
+    }
     return per_tile > 0 && tile < tiles;
   };
 
@@ -279,12 +286,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       return min(tile * 16 + r, outputs - 1);
     }
   };
-  // Chunk f of this warp's sequence (tile blockIdx.x + (f / per_tile) * gridDim.x, chunk
-  // cb + f % per_tile) into its ring slot; past the end only an empty group is committed.
+  // Chunk f of this warp's sequence (the next position) into its ring slot; past the end
+  // only an empty group is committed.
   auto issue = [&](int f) {
     int tile;
     int chunk;
-    if (position(f, tile, chunk)) {
+    if (position(tile, chunk)) {
       char* slot = ring + (f % kStages) * kSlotBytes;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // 128 pieces of 16 bytes: row p / 8, piece p % 8
@@ -304,10 +311,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // The register designs: a chunk's 8 bytes per step of rows g and g + 8 straight from
   // global memory, with its scales and biases.
-  auto load_regs = [&](ChunkRegs& d, int f) {
+  auto load_regs = [&](ChunkRegs& d) {
     int tile;
     int chunk;
-    if (!position(f, tile, chunk)) return;
+    if (!position(tile, chunk)) return;
     const int64_t ra = weight_row(tile, g);
     const int64_t rb = weight_row(tile, g + 8);
     const uint2* pa = reinterpret_cast<const uint2*>(packed + ra * row_bytes) + chunk * 16 + t;
@@ -331,8 +338,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int f = 0; f < kStages - 1; ++f) issue(f);
   } else {
-    load_regs(r0, 0);
-    if constexpr (kAhead == 2) load_regs(r1, 1);
+    load_regs(r0);
+    if constexpr (kAhead == 2) load_regs(r1);
   }
 
   grid_dependency_wait();
@@ -377,11 +384,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         cur.ba[0] = ba.x, cur.ba[1] = ba.y, cur.bb[0] = bb.x, cur.bb[1] = bb.y;
       } else if constexpr (kAhead == 1) {
         cur = r0;
-        load_regs(r0, f + 1);
+        load_regs(r0);  // chunk f + 1
       } else {
         cur = r0;
         r0 = r1;
-        load_regs(r1, f + 2);
+        load_regs(r1);  // chunk f + 2
       }
       const uint32_t* sa_w = cur.sa;
       const uint32_t* sb_w = cur.sb;
@@ -549,6 +556,8 @@ cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, M
       return dispatch<kMmaRegisters>(a, x_rows, stream, per_sm);
     case kMmaRegisters2:
       return dispatch<kMmaRegisters2>(a, x_rows, stream, per_sm);
+    case kMmaRegistersOcc3:
+      return dispatch<kMmaRegistersOcc3>(a, x_rows, stream, per_sm);
   }
   return cudaErrorInvalidValue;
 }
