@@ -606,23 +606,11 @@ cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream, Mma
   return cudaSuccess;
 }
 
-// W4 (8B shapes, m = 1): loads 1 chunk ahead at 2 blocks/SM won qkv-less shapes; 3 blocks
-// per SM won where the tiles fit 3 per SM but not 2 (qkv's 384 tiles: 8.97 vs 9.71 us, one
-// tile per block instead of a second round on some); 2 chunks ahead won the logits
-// projection's 8016 tiles (94.9 vs 101.9 us).
+// W4's per-shape lab winners (3 blocks/SM for qkv's 384 tiles, 2 chunks ahead for the
+// logits) chosen by tile count measured 410 tok/s in the product against 419 for 1 ahead at
+// 2/SM everywhere (W5, paired with the register kernel each time): one design for all.
 cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream) {
-  const bool pair = args.epilogue != GemvEpilogue::kStore &&
-                    args.epilogue != GemvEpilogue::kAccumulate &&
-                    args.epilogue != GemvEpilogue::kResidualAdd;
-  const int tiles = ceil_div(pair ? args.w.n / 2 : args.w.n, pair ? 8 : 16);
-  const int sms = std::max(1, args.sm_count);
-  MmaDesign design = kMmaDefault;
-  if (tiles > 2 * sms && tiles <= 3 * sms) {
-    design = kMmaRegistersOcc3;
-  } else if (tiles >= 16 * sms) {
-    design = kMmaRegisters2;
-  }
-  return affine_gemv_mma(args, stream, design);
+  return affine_gemv_mma(args, stream, kMmaDefault);
 }
 
 int affine_gemv_mma_blocks_per_sm(const AffineGemvArgs& a, MmaDesign design) {

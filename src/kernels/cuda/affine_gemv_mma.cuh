@@ -14,8 +14,8 @@ namespace hearth::cuda::detail {
 bool affine_gemv_mma_supported(const AffineGemvArgs& a);
 cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream);
 
-// How the kernel's weights reach the registers (lab A/B; affine_gemv_mma above picks one by
-// the launch's tile count, kMmaDefault unless another measured faster): a per-warp cp.async ring in
+// How the kernel's weights reach the registers (lab A/B; affine_gemv_mma above uses
+// kMmaDefault): a per-warp cp.async ring in
 // shared memory, 3 chunks ahead; or straight global loads 1 or 2 chunks ahead of the math; or 1
 // ahead with registers capped for 3 blocks per multiprocessor.
 enum MmaDesign { kMmaRing = 0, kMmaRegisters = 1, kMmaRegisters2 = 2, kMmaRegistersOcc3 = 3 };
