@@ -192,33 +192,14 @@ __device__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int k,
 // What a tile's two row sets are: 16 rows; gate rows j and up rows n + j; RoPE pairs.
 enum Mode { kSingle, kGated, kRope };
 
-// rope_kv_write's stores for x row r's rows (i, i + head_dim / 2) of one head, task =
-// head * head_dim / 2 + i: rounded to bf16, then rotated (q, k) or copied (v).
+// rope_kv_write's stores for x row r's RoPE pair `task` (rows rounded to bf16 first, as the
+// plain store would round them).
 __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int task, float v0,
                                            float v1) {
   const RopeKvWriteArgs& p = a.rope;
-  const int half = p.head_dim / 2;
-  const int head = task / half;
-  const int i = task - head * half;
-  const float x1 = __bfloat162float(__float2bfloat16(v0));
-  const float x2 = __bfloat162float(__float2bfloat16(v1));
-  __nv_bfloat16* dst;
-  if (head < p.q_heads) {
-    dst = p.q_out + r * p.ld_q_out + head * p.head_dim + i;
-  } else {
-    const int64_t slot = p.slots[r];
-    if (slot < 0) return;
-    const bool is_v = head >= p.q_heads + p.kv_heads;
-    const int kv_head = head - p.q_heads - (is_v ? p.kv_heads : 0);
-    dst = (is_v ? p.v_cache : p.k_cache) + (slot * p.kv_heads + kv_head) * p.head_dim + i;
-    if (is_v) {
-      dst[0] = __float2bfloat16(x1);
-      dst[half] = __float2bfloat16(x2);
-      return;
-    }
-  }
-  rope_pair(static_cast<float>(p.positions[r]), p.inv_freq[i], p.attention_scaling, x1, x2, dst,
-            dst + half);
+  rope_kv_store(p, r, task, __bfloat162float(__float2bfloat16(v0)),
+                __bfloat162float(__float2bfloat16(v1)), static_cast<float>(p.positions[r]),
+                p.slots[r], p.inv_freq[task % (p.head_dim / 2)]);
 }
 
 // kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0. kDesign

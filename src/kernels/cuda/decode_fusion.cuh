@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rope_kv_write.cuh"
 
 namespace hearth::cuda::detail {
 
@@ -110,6 +111,32 @@ __device__ __forceinline__ void rope_pair(float pos, float inv_freq, float scali
   s *= scaling;
   *o1 = __float2bfloat16(__fmaf_rn(x1, c, -__fmul_rn(x2, s)));
   *o2 = __float2bfloat16(__fmaf_rn(x2, c, __fmul_rn(x1, s)));
+}
+
+// rope_kv_write's stores for one RoPE pair of x row r, rows i and i + head_dim / 2 of head
+// task / (head_dim / 2) of the fused q|k|v output, x1 and x2 their values already rounded to
+// bf16: rotated into q_out (q heads) or the K cache, or copied into the V cache; slot < 0
+// writes no K/V. pos, slot and freq are positions[r], slots[r] and inv_freq[i].
+__device__ __forceinline__ void rope_kv_store(const RopeKvWriteArgs& p, int r, int task, float x1,
+                                              float x2, float pos, int64_t slot, float freq) {
+  const int half = p.head_dim / 2;
+  const int head = task / half;
+  const int i = task - head * half;
+  __nv_bfloat16* dst;
+  if (head < p.q_heads) {
+    dst = p.q_out + r * p.ld_q_out + head * p.head_dim + i;
+  } else {
+    if (slot < 0) return;
+    const bool is_v = head >= p.q_heads + p.kv_heads;
+    const int kv_head = head - p.q_heads - (is_v ? p.kv_heads : 0);
+    dst = (is_v ? p.v_cache : p.k_cache) + (slot * p.kv_heads + kv_head) * p.head_dim + i;
+    if (is_v) {
+      dst[0] = __float2bfloat16(x1);
+      dst[half] = __float2bfloat16(x2);
+      return;
+    }
+  }
+  rope_pair(pos, freq, p.attention_scaling, x1, x2, dst, dst + half);
 }
 
 }  // namespace hearth::cuda::detail

@@ -288,28 +288,10 @@ __device__ __forceinline__ int64_t weight_row(const GemvArgs& a, int task, int p
 // inv_freq[i] were loaded while the weights streamed.
 __device__ __forceinline__ void store_rope(const GemvArgs& a, int r, int task, float v0, float v1,
                                            float pos, int64_t slot, float freq) {
-  const RopeKvWriteArgs& p = a.rope;
-  const int half = p.head_dim / 2;
-  const int head = task / half;
-  const int i = task - head * half;
-  const int row0 = head * p.head_dim + i;
-  const float x1 = round_bias(v0, a.bias, row0);
-  const float x2 = round_bias(v1, a.bias, row0 + half);
-  __nv_bfloat16* dst;
-  if (head < p.q_heads) {
-    dst = p.q_out + r * p.ld_q_out + row0;
-  } else {
-    if (slot < 0) return;
-    const bool is_v = head >= p.q_heads + p.kv_heads;
-    const int kv_head = head - p.q_heads - (is_v ? p.kv_heads : 0);
-    dst = (is_v ? p.v_cache : p.k_cache) + (slot * p.kv_heads + kv_head) * p.head_dim + i;
-    if (is_v) {
-      dst[0] = __float2bfloat16(x1);
-      dst[half] = __float2bfloat16(x2);
-      return;
-    }
-  }
-  detail::rope_pair(pos, freq, p.attention_scaling, x1, x2, dst, dst + half);
+  const int half = a.rope.head_dim / 2;
+  const int row0 = (task / half) * a.rope.head_dim + task % half;
+  detail::rope_kv_store(a.rope, r, task, round_bias(v0, a.bias, row0),
+                        round_bias(v1, a.bias, row0 + half), pos, slot, freq);
 }
 
 // One output column per warp task (split warps per task, each taking every split-th
