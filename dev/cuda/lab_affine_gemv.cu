@@ -876,6 +876,21 @@ class Lab {
     }
   }
 
+  // One plain launch of each variant per shape, nothing else (LAB_NCU=1): a run for Nsight
+  // Compute, which replays each kernel with the caches flushed and reads its counters.
+  void profile_shape(int n, int k, int bits,
+                     const std::vector<std::pair<std::string, GemvFn>>& variants) {
+    QMat q = qmat(n, k, bits);
+    DeviceBuffer x = bf16(k, 1.0f);
+    DeviceBuffer y = raw(size_t(n) * 4 + 16);
+    const bool f32 = n > 100000;
+    for (const auto& variant : variants) {
+      variant.second(q.weight(), x.as<Bf16>(), y.data(), f32);
+      CK(cudaStreamSynchronize(st_));
+      std::printf("  profiled %-22s n=%6d k=%5d\n", variant.first.c_str(), n, k);
+    }
+  }
+
   // src over the gtest-like cases: every bits / group / scale type, 1-8 x rows,
   // odd n and k, row batching, bf16 and f32 outputs, x with outliers; plus its dequantize
   // against the src one (bit-exact).
@@ -1459,6 +1474,15 @@ int run() {
     };
   };
   using I6 = std::integral_constant<int, 6>;
+  if (std::getenv("LAB_NCU") != nullptr) {
+    const std::vector<std::pair<std::string, Lab::GemvFn>> picks = {{"src register", src},
+                                                                     {"tensor default", tensor}};
+    for (auto [n, k] : std::vector<std::pair<int, int>>{
+             {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
+      lab.profile_shape(n, k, 4, picks);
+    }
+    return 0;
+  }
   std::printf("== src: correctness sweep against the reference kernel\n");
   int failures = lab.sweep_src();
   failures += lab.check_fused(4, 14336, 4096, 1);
