@@ -315,6 +315,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
   // Weights never depend on the previous kernel: the first chunks go out before the wait.
   ChunkRegs r0;
   ChunkRegs r1;
+  ChunkRegs r2;  // kMmaRegisters2's third buffer
   if constexpr (kRing) {
 #pragma unroll
     for (int f = 0; f < kStages - 1; ++f) issue(f);
@@ -340,76 +341,100 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
   const float* sum0 = sums + c0 * steps;
   const float* sum1 = sums + c1 * steps;
 
+  // One chunk's math: 4 steps of 4 mmas into c, then the groups' scale and bias into acc.
+  auto consume = [&](const ChunkRegs& cur, int chunk, float (&acc)[4]) {
+    const uint32_t* sa_w = cur.sa;
+    const uint32_t* sb_w = cur.sb;
+    const uint32_t* ba_w = cur.ba;
+    const uint32_t* bb_w = cur.bb;
+#pragma unroll
+    for (int u = 0; u < kChunkSteps; ++u) {
+      const int step = chunk * kChunkSteps + u;
+      const uint2 wav = cur.wa[u];
+      const uint2 wbv = cur.wb[u];
+      const uint4 xa = xs[step * 8];
+      const uint4 xb = xs[step * 8 + 1];
+      const uint32_t bx[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+      const uint32_t wa[2] = {wav.x, wav.y};
+      const uint32_t wb[2] = {wbv.x, wbv.y};
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t va = wa[j >> 1] >> ((j & 1) * 8);
+        const uint32_t vb = wb[j >> 1] >> ((j & 1) * 8);
+        mma_bf16(c, (va & kNibbles) | kMagic, (vb & kNibbles) | kMagic,
+                 ((va >> 4) & kNibbles) | kMagic, ((vb >> 4) & kNibbles) | kMagic, bx[2 * j],
+                 bx[2 * j + 1]);
+      }
+      const int gi = u * kStepK / kGroup;  // the step's group within the chunk
+      const int sh = (gi & 1) * 16;
+      const float s_a = scale_to_float<ScaleT>((sa_w[gi >> 1] >> sh) & 0xFFFFu);
+      const float b_a = scale_to_float<ScaleT>((ba_w[gi >> 1] >> sh) & 0xFFFFu);
+      const float s_b = scale_to_float<ScaleT>((sb_w[gi >> 1] >> sh) & 0xFFFFu);
+      const float b_b = scale_to_float<ScaleT>((bb_w[gi >> 1] >> sh) & 0xFFFFu);
+      const float x0 = sum0[step];
+      acc[0] = fmaf(s_a, fmaf(-128.0f, x0, c[0]), fmaf(b_a, x0, acc[0]));
+      acc[2] = fmaf(s_b, fmaf(-128.0f, x0, c[2]), fmaf(b_b, x0, acc[2]));
+      if constexpr (kMulti) {
+        const float x1 = sum1[step];
+        acc[1] = fmaf(s_a, fmaf(-128.0f, x1, c[1]), fmaf(b_a, x1, acc[1]));
+        acc[3] = fmaf(s_b, fmaf(-128.0f, x1, c[3]), fmaf(b_b, x1, acc[3]));
+      }
+    }
+  };
+
   int parity = 0;
-  int f = 0;  // this warp's position in its chunk sequence
+  int f = 0;     // this warp's position in its chunk sequence
+  int slot = 0;  // register designs: f % (kAhead + 1), the buffer chunk f sits in
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform across the block
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
     for (int chunk = cb; chunk < ce; ++chunk, ++f) {
-      ChunkRegs cur;
       if constexpr (kRing) {
+        ChunkRegs cur;
         issue(f + kStages - 1);  // into the slot chunk f - 1 used
         wait_pending<kStages - 1>();
         __syncwarp();  // the other lanes' copies of chunk f are visible
-        const char* slot = ring + (f % kStages) * kSlotBytes;
+        const char* ring_slot = ring + (f % kStages) * kSlotBytes;
 #pragma unroll
         for (int u = 0; u < kChunkSteps; ++u) {
-          cur.wa[u] = *reinterpret_cast<const uint2*>(slot + slot_offset(g, u) + t * 8);
-          cur.wb[u] = *reinterpret_cast<const uint2*>(slot + slot_offset(g + 8, u) + t * 8);
+          cur.wa[u] = *reinterpret_cast<const uint2*>(ring_slot + slot_offset(g, u) + t * 8);
+          cur.wb[u] = *reinterpret_cast<const uint2*>(ring_slot + slot_offset(g + 8, u) + t * 8);
         }
-        const char* sc = slot + kSlotWeights;
+        const char* sc = ring_slot + kSlotWeights;
         const uint2 sa = *reinterpret_cast<const uint2*>(sc + g * 8);
         const uint2 sb = *reinterpret_cast<const uint2*>(sc + (g + 8) * 8);
         const uint2 ba = *reinterpret_cast<const uint2*>(sc + 128 + g * 8);
         const uint2 bb = *reinterpret_cast<const uint2*>(sc + 128 + (g + 8) * 8);
         cur.sa[0] = sa.x, cur.sa[1] = sa.y, cur.sb[0] = sb.x, cur.sb[1] = sb.y;
         cur.ba[0] = ba.x, cur.ba[1] = ba.y, cur.bb[0] = bb.x, cur.bb[1] = bb.y;
+        consume(cur, chunk, acc);
+        __syncwarp();  // every lane is done with the slot before its refill
       } else if constexpr (kAhead == 1) {
-        cur = r0;
-        load_regs(r0);  // chunk f + 1
+        // Two buffers named statically in each branch: chunk f + 1 loads into the one chunk
+        // f - 1 left while chunk f is consumed. (W1-W6's `cur = r0; load(r0)` let the
+        // compiler copy the fresh registers mid-chunk, and the copy waited for the load:
+        // Nsight Compute put 29 % of gate_up's stall samples on that one move.)
+        if (slot == 0) {
+          load_regs(r1);
+          consume(r0, chunk, acc);
+        } else {
+          load_regs(r0);
+          consume(r1, chunk, acc);
+        }
+        slot ^= 1;
       } else {
-        cur = r0;
-        r0 = r1;
-        load_regs(r1);  // chunk f + 2
-      }
-      const uint32_t* sa_w = cur.sa;
-      const uint32_t* sb_w = cur.sb;
-      const uint32_t* ba_w = cur.ba;
-      const uint32_t* bb_w = cur.bb;
-#pragma unroll
-      for (int u = 0; u < kChunkSteps; ++u) {
-        const int step = chunk * kChunkSteps + u;
-        const uint2 wav = cur.wa[u];
-        const uint2 wbv = cur.wb[u];
-        const uint4 xa = xs[step * 8];
-        const uint4 xb = xs[step * 8 + 1];
-        const uint32_t bx[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-        const uint32_t wa[2] = {wav.x, wav.y};
-        const uint32_t wb[2] = {wbv.x, wbv.y};
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t va = wa[j >> 1] >> ((j & 1) * 8);
-          const uint32_t vb = wb[j >> 1] >> ((j & 1) * 8);
-          mma_bf16(c, (va & kNibbles) | kMagic, (vb & kNibbles) | kMagic,
-                   ((va >> 4) & kNibbles) | kMagic, ((vb >> 4) & kNibbles) | kMagic, bx[2 * j],
-                   bx[2 * j + 1]);
+        if (slot == 0) {
+          load_regs(r2);
+          consume(r0, chunk, acc);
+        } else if (slot == 1) {
+          load_regs(r0);
+          consume(r1, chunk, acc);
+        } else {
+          load_regs(r1);
+          consume(r2, chunk, acc);
         }
-        const int gi = u * kStepK / kGroup;  // the step's group within the chunk
-        const int sh = (gi & 1) * 16;
-        const float s_a = scale_to_float<ScaleT>((sa_w[gi >> 1] >> sh) & 0xFFFFu);
-        const float b_a = scale_to_float<ScaleT>((ba_w[gi >> 1] >> sh) & 0xFFFFu);
-        const float s_b = scale_to_float<ScaleT>((sb_w[gi >> 1] >> sh) & 0xFFFFu);
-        const float b_b = scale_to_float<ScaleT>((bb_w[gi >> 1] >> sh) & 0xFFFFu);
-        const float x0 = sum0[step];
-        acc[0] = fmaf(s_a, fmaf(-128.0f, x0, c[0]), fmaf(b_a, x0, acc[0]));
-        acc[2] = fmaf(s_b, fmaf(-128.0f, x0, c[2]), fmaf(b_b, x0, acc[2]));
-        if constexpr (kMulti) {
-          const float x1 = sum1[step];
-          acc[1] = fmaf(s_a, fmaf(-128.0f, x1, c[1]), fmaf(b_a, x1, acc[1]));
-          acc[3] = fmaf(s_b, fmaf(-128.0f, x1, c[3]), fmaf(b_b, x1, acc[3]));
-        }
+        slot = slot == 2 ? 0 : slot + 1;
       }
-      if constexpr (kRing) __syncwarp();  // every lane is done with the slot before its refill
     }
 
     // The warps' partial sums, added in warp order by warp 0.
