@@ -2,9 +2,10 @@
 //
 // A block owns tiles of 16 weight rows (gated: 8 gate rows j and their up rows n + j; RoPE:
 // rows i and i + head_dim / 2 of a head) and its 8 warps split k: warp w streams its share
-// of each tile in chunks of 256 values through its own ring of shared-memory slots filled
-// by cp.async, 3 chunks ahead (W1 measured the register-prefetch form, one chunk ahead, at
-// 33-71 % of copy: latency-bound). Lane (g = lane / 4, t = lane % 4) reads 8 bytes of rows
+// of each tile in chunks of 256 values, by default straight into registers one chunk ahead
+// of the math (two buffers named statically; MmaDesign also offers 2 ahead and a per-warp
+// cp.async ring in shared memory, both slower on the H200). Lane (g = lane / 4, t = lane % 4)
+// reads 8 bytes of rows
 // g and g + 8 per 64 values (k 16t .. 16t + 15 of the step), and one LOP3 per two values
 // makes the bf16 pair 128 + q exactly
 // (q | 0x4300 in each half), already in mma.m16n8k16's A-fragment registers: the fragment's
