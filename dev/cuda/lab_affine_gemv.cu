@@ -1476,7 +1476,7 @@ int run() {
   using I6 = std::integral_constant<int, 6>;
   if (std::getenv("LAB_NCU") != nullptr) {
     const std::vector<std::pair<std::string, Lab::GemvFn>> picks = {{"src register", src},
-                                                                     {"tensor default", tensor}};
+                                                                    {"tensor default", tensor}};
     for (auto [n, k] : std::vector<std::pair<int, int>>{
              {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
       lab.profile_shape(n, k, 4, picks);

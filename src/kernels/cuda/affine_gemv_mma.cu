@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
   const float* sum1 = sums + c1 * steps;
 
   // One chunk's math: 4 steps of 4 mmas into c, then the groups' scale and bias into acc.
-  auto consume = [&](const ChunkRegs& cur, int chunk, float (&acc)[4]) {
+  auto consume = [&](const ChunkRegs& cur, int chunk, float(&acc)[4]) {
     const uint32_t* sa_w = cur.sa;
     const uint32_t* sb_w = cur.sb;
     const uint32_t* ba_w = cur.ba;
