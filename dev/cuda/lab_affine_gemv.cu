@@ -839,7 +839,7 @@ class Lab {
     for (const auto& variant : variants) {
       const std::string& name = variant.first;
       const GemvFn& fn = variant.second;
-      const bool f32 = n > 100000;  // lm_head: f32 logits
+      const bool f32 = logits_shape(n);
       double err = validate(copies[0], x, fn, f32);
       const double tol = f32 ? 2e-3 : 5e-3;
       if (!(err < tol)) {
@@ -876,6 +876,9 @@ class Lab {
     }
   }
 
+  // lm_head's shape: the GEMV writes f32 logits.
+  static bool logits_shape(int n) { return n > 100000; }
+
   // One plain launch of each variant per shape, nothing else (LAB_NCU=1): a run for Nsight
   // Compute, which replays each kernel with the caches flushed and reads its counters.
   void profile_shape(int n, int k, int bits,
@@ -883,7 +886,7 @@ class Lab {
     QMat q = qmat(n, k, bits);
     DeviceBuffer x = bf16(k, 1.0f);
     DeviceBuffer y = raw(size_t(n) * 4 + 16);
-    const bool f32 = n > 100000;
+    const bool f32 = logits_shape(n);
     for (const auto& variant : variants) {
       variant.second(q.weight(), x.as<Bf16>(), y.data(), f32);
       CK(cudaStreamSynchronize(st_));
@@ -1474,13 +1477,12 @@ int run() {
     };
   };
   using I6 = std::integral_constant<int, 6>;
+  // The 8B decode shapes: qkv, o, gate_up, down, lm_head.
+  const std::vector<std::pair<int, int>> shapes = {
+      {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
   if (std::getenv("LAB_NCU") != nullptr) {
-    const std::vector<std::pair<std::string, Lab::GemvFn>> picks = {{"src register", src},
-                                                                    {"tensor default", tensor}};
-    for (auto [n, k] : std::vector<std::pair<int, int>>{
-             {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}}) {
-      lab.profile_shape(n, k, 4, picks);
-    }
+    for (auto [n, k] : shapes)
+      lab.profile_shape(n, k, 4, {{"src register", src}, {"tensor default", tensor}});
     return 0;
   }
   std::printf("== src: correctness sweep against the reference kernel\n");
@@ -1521,8 +1523,6 @@ int run() {
     variants.push_back({"v0 (src before)", base});
     variants.push_back({"h2 s1 u4 persist4", h2(I1{}, I4{}, 4, H{})});
   }
-  const std::vector<std::pair<int, int>> shapes = {
-      {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
   for (auto [n, k] : shapes) {
     AffineGemvArgs a;
     a.w.n = n;

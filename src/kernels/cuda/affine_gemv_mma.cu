@@ -5,18 +5,16 @@
 // of each tile in chunks of 256 values, by default straight into registers one chunk ahead
 // of the math (two buffers named statically; MmaDesign also offers 2 ahead and a per-warp
 // cp.async ring in shared memory, both slower on the H200). Lane (g = lane / 4, t = lane % 4)
-// reads 8 bytes of rows
-// g and g + 8 per 64 values (k 16t .. 16t + 15 of the step), and one LOP3 per two values
-// makes the bf16 pair 128 + q exactly
-// (q | 0x4300 in each half), already in mma.m16n8k16's A-fragment registers: the fragment's
-// k positions are a fixed permutation of the lane's 16 values, and x is staged in shared
-// memory in the same permutation, so the B fragments are two 16-byte loads per step. The
-// mma's 8 columns are the x rows (decode batches of up to 8 cost what one does). Per 64
-// values (one step) the f32 sums c = Σ (128 + q)·x become s·(c - 128·Σx) + b·Σx with the
-// group's scale and bias. x is staged exactly (bf16, optionally RMSNorm'd with
-// rmsnorm_residual's bits), so, unlike the register kernel, nothing is rounded to half.
-// The first chunks' copies go out before the PDL wait; the warps' sums meet in shared
-// memory in a fixed order.
+// reads 8 bytes of rows g and g + 8 per 64 values (k 16t .. 16t + 15 of the step), and one
+// LOP3 per two values makes the bf16 pair 128 + q exactly (q | 0x4300 in each half), already in
+// mma.m16n8k16's A-fragment registers: the fragment's k positions are a fixed permutation of the
+// lane's 16 values, and x is staged in shared memory in the same permutation, so the B fragments
+// are two 16-byte loads per step. The mma's 8 columns are the x rows (decode batches of up to 8
+// cost what one does). Per 64 values (one step) the f32 sums c = Σ (128 + q)·x become s·(c -
+// 128·Σx) + b·Σx with the group's scale and bias. x is staged exactly (bf16, optionally RMSNorm'd
+// with rmsnorm_residual's bits), so, unlike the register kernel, nothing is rounded to half. The
+// first chunks' copies go out before the PDL wait; the warps' sums meet in shared memory in a fixed
+// order.
 #include "kernels/cuda/affine_gemv_mma.cuh"
 
 #include <cuda_bf16.h>
@@ -385,8 +383,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
   };
 
   int parity = 0;
-  int f = 0;     // this warp's position in its chunk sequence
-  int slot = 0;  // register designs: f % (kAhead + 1), the buffer chunk f sits in
+  int f = 0;  // this warp's position in its chunk sequence
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform across the block
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
     for (int chunk = cb; chunk < ce; ++chunk, ++f) {
@@ -415,15 +412,15 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
         // f - 1 left while chunk f is consumed. (W1-W6's `cur = r0; load(r0)` let the
         // compiler copy the fresh registers mid-chunk, and the copy waited for the load:
         // Nsight Compute put 29 % of gate_up's stall samples on that one move.)
-        if (slot == 0) {
+        if ((f & 1) == 0) {
           load_regs(r1);
           consume(r0, chunk, acc);
         } else {
           load_regs(r0);
           consume(r1, chunk, acc);
         }
-        slot ^= 1;
       } else {
+        const int slot = f % 3;  // the buffer chunk f sits in
         if (slot == 0) {
           load_regs(r2);
           consume(r0, chunk, acc);
@@ -434,7 +431,6 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
           load_regs(r1);
           consume(r2, chunk, acc);
         }
-        slot = slot == 2 ? 0 : slot + 1;
       }
     }
 
