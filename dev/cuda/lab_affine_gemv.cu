@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -1309,11 +1310,14 @@ void decode_step(Lab& lab, double copy_bw,
 
   // The lean stack: src's fused forms take the norms, the residual adds and the
   // SiLU gate (5 kernels per layer instead of 9), with and without PDL on the GEMVs.
-  for (int variant = 0; variant < 4; ++variant) {
-    const int pdl = variant & 1;
+  // Variants 4 and up: the tensor-core kernel's other designs, with PDL.
+  const detail::MmaDesign designs[] = {detail::kMmaBulk, detail::kMmaBulk4};
+  for (int variant = 0; variant < 4 + int(std::size(designs)); ++variant) {
+    const int pdl = variant >= 4 ? 1 : variant & 1;
     const AffineGemvKernel kernel =
         variant < 2 ? AffineGemvKernel::kRegister : AffineGemvKernel::kTensorCore;
     const bool use_pdl = pdl == 1 && lab.props_.major >= 9;
+    const int design = variant >= 4 ? int(designs[variant - 4]) : -1;
     auto gemv = [&](const QMat& q, const DeviceBuffer& x, void* y, int64_t ldy, bool f32,
                     GemvEpilogue e, const DeviceBuffer* norm) {
       AffineGemvArgs a;
@@ -1329,7 +1333,11 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
-      CK(affine_gemv(a, st));
+      if (design >= 0 && detail::affine_gemv_mma_supported(a)) {
+        CK(detail::affine_gemv_mma(a, st, detail::MmaDesign(design)));
+      } else {
+        CK(affine_gemv(a, st));
+      }
     };
     auto step = [&]() {
       for (int l = 0; l < s.layers; ++l) {
@@ -1399,11 +1407,163 @@ void decode_step(Lab& lab, double copy_bw,
     cudaGraphDestroy(graph);
     const double floor_ms = weight_bytes / copy_bw * 1e3;
     std::printf(
-        "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s): graph %.3f ms = "
-        "%.1f tok/s (%.0f%% of floor)\n",
+        "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s, design %d): graph "
+        "%.3f ms = %.1f tok/s (%.0f%% of floor)\n",
         kernel == AffineGemvKernel::kRegister ? "register" : "tensor-core", use_pdl ? ", PDL" : "",
-        ms, 1e3 / ms, 100 * floor_ms / ms);
+        design, ms, 1e3 / ms, 100 * floor_ms / ms);
     std::fflush(stdout);
+  }
+}
+
+// ---- Bulk-copy streaming (S15): can cp.async.bulk into shared memory feed the GEMV's reads
+// at the copy rate? Tiles of 16 rows x row_bytes stream through a ring of kStages stages per
+// block (a stage: the 16 rows' next kSlab bytes, one bulk copy per row into rows kSlab + 32
+// bytes apart, or with kWholeTile one copy of the whole contiguous tile), completion on an
+// mbarrier per stage; the 8 warps read each stage as the affine kernel's fragments would
+// (8-byte loads of rows g and g + 8, 4 steps of a 128-byte chunk).
+[[maybe_unused]] __device__ __forceinline__ uint32_t lab_smem(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <int kSlab, int kStages, bool kWholeTile>
+__global__ void __launch_bounds__(256, 2)
+    bulk_stream_kernel(const char* w, int rows, int row_bytes, unsigned* out) {
+#if __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) char ring_smem[];
+  constexpr int kPitch = kWholeTile ? kSlab : kSlab + 32;
+  constexpr int kStageBytes = 16 * kPitch;
+  __shared__ __align__(8) uint64_t full[kStages];
+  const int tiles = rows / 16;
+  const int slabs = row_bytes / kSlab;
+  const int my_tiles = tiles > int(blockIdx.x) ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int items = my_tiles * slabs;
+  auto issue = [&](int i) {  // thread 0: item i = (tile, slab) into stage i % kStages
+    const int tile = blockIdx.x + (i / slabs) * gridDim.x;
+    const int slab = i % slabs;
+    uint64_t* bar = &full[i % kStages];
+    char* dst = ring_smem + (i % kStages) * kStageBytes;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(lab_smem(bar)),
+                 "r"(16 * kSlab)
+                 : "memory");
+    const char* src = w + size_t(tile) * 16 * row_bytes + size_t(slab) * kSlab;
+    if constexpr (kWholeTile) {
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+          "[%3];" ::"r"(lab_smem(dst)),
+          "l"(src), "r"(16 * kSlab), "r"(lab_smem(bar))
+          : "memory");
+    } else {
+      for (int r = 0; r < 16; ++r) {
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+            "[%3];" ::"r"(lab_smem(dst + r * kPitch)),
+            "l"(src + size_t(r) * row_bytes), "r"(kSlab), "r"(lab_smem(bar))
+            : "memory");
+      }
+    }
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(lab_smem(&full[s])));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < kStages && i < items; ++i) issue(i);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  unsigned acc = 0;
+  for (int i = 0; i < items; ++i) {
+    const uint32_t bar = lab_smem(&full[i % kStages]);
+    const uint32_t parity = (i / kStages) & 1;
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, "
+          "0, p; }"
+          : "=r"(done)
+          : "r"(bar), "r"(parity)
+          : "memory");
+    }
+    const char* st = ring_smem + (i % kStages) * kStageBytes;
+    for (int c = warp; c < kSlab / 128; c += 8) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint2 a = *reinterpret_cast<const uint2*>(st + g * kPitch + c * 128 + 32 * j + 8 * t);
+        const uint2 b =
+            *reinterpret_cast<const uint2*>(st + (g + 8) * kPitch + c * 128 + 32 * j + 8 * t);
+        acc ^= a.x + b.y;
+        acc += a.y ^ b.x;
+      }
+    }
+    __syncthreads();  // every warp is done with the stage
+    if (threadIdx.x == 0 && i + kStages < items) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      issue(i + kStages);
+    }
+  }
+  if (acc == 0x12345678u) out[blockIdx.x] = acc;
+#else
+  (void)w, (void)rows, (void)row_bytes, (void)out;
+#endif
+}
+
+void bulk_stream_lab(Lab& lab, double copy_bw) {
+  std::printf("== bulk-copy streaming into shared memory (no math; 2 blocks/SM)\n");
+  const size_t pool_bytes = size_t{512} << 20;
+  DeviceBuffer pool = lab.raw(pool_bytes);
+  CK(cudaMemsetAsync(pool.data(), 0x5A, pool_bytes, lab.st_));
+  DeviceBuffer out = lab.raw(4096 * 4);
+  auto run = [&](const char* name, auto kernel, int slab, int stages, bool whole, int rows,
+                 int row_bytes) {
+    const int pitch = whole ? slab : slab + 32;
+    const size_t smem = size_t(stages) * 16 * pitch;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, smem));
+    const size_t bytes = size_t(rows) * row_bytes;
+    const int copies = int(pool_bytes / bytes);
+    const int grid = std::min(rows / 16, lab.sms_ * std::max(per_sm, 1));
+    const int chain = std::max(16, copies);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(lab.st_, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < chain; ++i) {
+      kernel<<<grid, 256, smem, lab.st_>>>(pool.as<char>() + (i % copies) * bytes, rows, row_bytes,
+                                           out.as<unsigned>());
+    }
+    CK(cudaStreamEndCapture(lab.st_, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    const double ms = median_ms(
+                          lab.st_, [&](int) { CK(cudaGraphLaunch(exec, lab.st_)); }, 10, 2) /
+                      chain;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    const double bw = bytes / (ms * 1e-3);
+    std::printf(
+        "  %-26s rows=%6d row_bytes=%5d (%5.1f MB): %7.2f us  %.3f TB/s  %3.0f%% of copy"
+        "  (%d blocks/SM, %zu KB smem)\n",
+        name, rows, row_bytes, bytes / 1e6, ms * 1e3, bw / 1e12, 100 * bw / copy_bw, per_sm,
+        smem >> 10);
+    std::fflush(stdout);
+  };
+  const std::pair<int, int> shapes[] = {{6144, 2048}, {4096, 2048}, {28672, 2048}, {4096, 7168}};
+  for (auto [rows, row_bytes] : shapes) {
+    run("rows 1 KB x 4 stages", bulk_stream_kernel<1024, 4, false>, 1024, 4, false, rows,
+        row_bytes);
+    run("rows 1 KB x 6 stages", bulk_stream_kernel<1024, 6, false>, 1024, 6, false, rows,
+        row_bytes);
+    run("rows 512 B x 8 stages", bulk_stream_kernel<512, 8, false>, 512, 8, false, rows, row_bytes);
+    if (row_bytes % 2048 == 0) {
+      run("rows 2 KB x 3 stages", bulk_stream_kernel<2048, 3, false>, 2048, 3, false, rows,
+          row_bytes);
+    }
+    if (row_bytes == 2048) {
+      run("whole 32 KB tile x 3", bulk_stream_kernel<2048, 3, true>, 2048, 3, true, rows,
+          row_bytes);
+    }
   }
 }
 
@@ -1480,6 +1640,10 @@ int run() {
   // The 8B decode shapes: qkv, o, gate_up, down, lm_head.
   const std::vector<std::pair<int, int>> shapes = {
       {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+  if (std::getenv("LAB_BULK") != nullptr) {
+    bulk_stream_lab(lab, copy_bw);
+    return 0;
+  }
   if (std::getenv("LAB_NCU") != nullptr) {
     for (auto [n, k] : shapes)
       lab.profile_shape(n, k, 4, {{"src register", src}, {"tensor default", tensor}});
@@ -1518,6 +1682,8 @@ int run() {
       {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
       {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
       {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
+      {"tensor bulk", design(detail::kMmaBulk)},
+      {"tensor bulk4 1/SM", design(detail::kMmaBulk4)},
   };
   if (std::getenv("LAB_ALL") != nullptr) {  // the earlier baselines
     variants.push_back({"v0 (src before)", base});
@@ -1531,11 +1697,12 @@ int run() {
     a.w.scales = a.w.packed;
     a.w.biases = a.w.packed;
     a.m = 1;
-    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d\n", n, k,
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
+    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d, bulk %d\n", n,
+                k, detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3));
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3),
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaBulk));
   }
   for (int bits : {4}) {
     std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);
@@ -1550,7 +1717,9 @@ int run() {
                {"tensor ring", design(detail::kMmaRing)},
                {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
                {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
-               {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)}});
+               {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
+               {"tensor bulk", design(detail::kMmaBulk)},
+               {"tensor bulk4 1/SM", design(detail::kMmaBulk4)}});
   (void)async(I6{});
   return 0;
 }
