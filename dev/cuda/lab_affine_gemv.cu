@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -1310,14 +1309,11 @@ void decode_step(Lab& lab, double copy_bw,
 
   // The lean stack: src's fused forms take the norms, the residual adds and the
   // SiLU gate (5 kernels per layer instead of 9), with and without PDL on the GEMVs.
-  // Variants 4 and up: the tensor-core kernel's other designs, with PDL.
-  const detail::MmaDesign designs[] = {detail::kMmaBulk, detail::kMmaBulk4};
-  for (int variant = 0; variant < 4 + int(std::size(designs)); ++variant) {
-    const int pdl = variant >= 4 ? 1 : variant & 1;
+  for (int variant = 0; variant < 4; ++variant) {
+    const int pdl = variant & 1;
     const AffineGemvKernel kernel =
         variant < 2 ? AffineGemvKernel::kRegister : AffineGemvKernel::kTensorCore;
     const bool use_pdl = pdl == 1 && lab.props_.major >= 9;
-    const int design = variant >= 4 ? int(designs[variant - 4]) : -1;
     auto gemv = [&](const QMat& q, const DeviceBuffer& x, void* y, int64_t ldy, bool f32,
                     GemvEpilogue e, const DeviceBuffer* norm) {
       AffineGemvArgs a;
@@ -1333,11 +1329,7 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
-      if (design >= 0 && detail::affine_gemv_mma_supported(a)) {
-        CK(detail::affine_gemv_mma(a, st, detail::MmaDesign(design)));
-      } else {
-        CK(affine_gemv(a, st));
-      }
+      CK(affine_gemv(a, st));
     };
     auto step = [&]() {
       for (int l = 0; l < s.layers; ++l) {
@@ -1407,10 +1399,10 @@ void decode_step(Lab& lab, double copy_bw,
     cudaGraphDestroy(graph);
     const double floor_ms = weight_bytes / copy_bw * 1e3;
     std::printf(
-        "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s, design %d): graph "
-        "%.3f ms = %.1f tok/s (%.0f%% of floor)\n",
+        "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s): graph %.3f ms = "
+        "%.1f tok/s (%.0f%% of floor)\n",
         kernel == AffineGemvKernel::kRegister ? "register" : "tensor-core", use_pdl ? ", PDL" : "",
-        design, ms, 1e3 / ms, 100 * floor_ms / ms);
+        ms, 1e3 / ms, 100 * floor_ms / ms);
     std::fflush(stdout);
   }
 }
@@ -1428,7 +1420,7 @@ void decode_step(Lab& lab, double copy_bw,
 template <int kSlab, int kStages, bool kWholeTile>
 __global__ void __launch_bounds__(256, 2)
     bulk_stream_kernel(const char* w, int rows, int row_bytes, unsigned* out) {
-#if __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) char ring_smem[];
   constexpr int kPitch = kWholeTile ? kSlab : kSlab + 32;
   constexpr int kStageBytes = 16 * kPitch;
@@ -1640,7 +1632,7 @@ int run() {
   // The 8B decode shapes: qkv, o, gate_up, down, lm_head.
   const std::vector<std::pair<int, int>> shapes = {
       {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
-  if (std::getenv("LAB_BULK") != nullptr) {
+  if (std::getenv("LAB_BULK") != nullptr) {  // the bulk-copy streaming microbenchmark only
     bulk_stream_lab(lab, copy_bw);
     return 0;
   }
@@ -1682,8 +1674,6 @@ int run() {
       {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
       {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
       {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
-      {"tensor bulk", design(detail::kMmaBulk)},
-      {"tensor bulk4 1/SM", design(detail::kMmaBulk4)},
   };
   if (std::getenv("LAB_ALL") != nullptr) {  // the earlier baselines
     variants.push_back({"v0 (src before)", base});
@@ -1697,12 +1687,11 @@ int run() {
     a.w.scales = a.w.packed;
     a.w.biases = a.w.packed;
     a.m = 1;
-    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d, bulk %d\n", n,
-                k, detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
+    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d\n", n, k,
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaBulk));
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3));
   }
   for (int bits : {4}) {
     std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);
@@ -1717,9 +1706,7 @@ int run() {
                {"tensor ring", design(detail::kMmaRing)},
                {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
                {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
-               {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
-               {"tensor bulk", design(detail::kMmaBulk)},
-               {"tensor bulk4 1/SM", design(detail::kMmaBulk4)}});
+               {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)}});
   (void)async(I6{});
   return 0;
 }

@@ -37,7 +37,7 @@ constexpr int kStepK = 64;                      // values per step: 4 x mma k16
 constexpr int kChunkSteps = 4;                  // steps per load batch
 constexpr int kChunkK = kStepK * kChunkSteps;   // 256
 constexpr int kMaxXRows = 8;                    // the mma's n
-constexpr size_t kMaxSmem = size_t{200} << 10;  // dynamic shared memory per block
+constexpr size_t kMaxSmem = size_t{160} << 10;  // dynamic shared memory per block
 constexpr uint32_t kMagic = 0x43004300u;        // bf16 pair (128, 128)
 constexpr uint32_t kNibbles = 0x000F000Fu;      // the low nibble of each half
 
@@ -55,28 +55,8 @@ __host__ __device__ constexpr size_t x_bytes(int rows, int k) {
 constexpr int kStages = 4;
 constexpr int kSlotWeights = 16 * kChunkK / 2;         // 2048 bytes
 constexpr int kSlotBytes = kSlotWeights + 2 * 16 * 8;  // + scales + biases
-
-// kMmaBulk: a block-wide ring of kBulkStages stages, a whole tile each: the 16 weight rows
-// (one bulk copy a row, rows row_bytes + 32 apart so that a half warp's 8-byte fragment loads
-// hit 32 distinct banks), then the rows' scales and biases (one copy per 8-row set and array).
-// kMmaBulk: 2 stages, 2 blocks a multiprocessor; kMmaBulk4: 4 stages, 1 block.
-__host__ __device__ constexpr int bulk_stages(int design) { return design == kMmaBulk4 ? 4 : 2; }
-__host__ __device__ constexpr bool is_bulk(int design) {
-  return design == kMmaBulk || design == kMmaBulk4;
-}
-__host__ __device__ constexpr int bulk_pitch(int k) { return k / 2 + 32; }
-__host__ __device__ constexpr size_t bulk_stage_bytes(int k, int group) {
-  return size_t(16) * bulk_pitch(k) + size_t(2) * 16 * (k / group) * 2;
-}
-__host__ __device__ constexpr size_t bulk_ring_offset(int rows, int k) {
-  return (x_bytes(rows, k) + 127) / 128 * 128;
-}
-
-__host__ __device__ constexpr size_t smem_bytes(int rows, int k, int group, int design) {
-  if (is_bulk(design)) {
-    return bulk_ring_offset(rows, k) + bulk_stages(design) * bulk_stage_bytes(k, group);
-  }
-  return x_bytes(rows, k) + (design == kMmaRing ? size_t(kWarps) * kStages * kSlotBytes : 0);
+__host__ __device__ constexpr size_t smem_bytes(int rows, int k, bool ring) {
+  return x_bytes(rows, k) + (ring ? size_t(kWarps) * kStages * kSlotBytes : 0);
 }
 
 // A scale or bias from its 16 bits.
@@ -105,43 +85,6 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"
 template <int kPending>
 __device__ __forceinline__ void wait_pending() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
-}
-
-// The bulk ring's primitives (sm_90; the design is not offered below it).
-__device__ __forceinline__ void mbar_init(uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)));
-#endif
-}
-__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_wait(const uint64_t* bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, "
-        "p; }"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  }
-#endif
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-#endif
 }
 
 // Byte offset of (row, 32-byte step u) in a slot: the step's place in the row is swizzled
@@ -176,18 +119,6 @@ __device__ __forceinline__ void load_scales(const char* p, uint32_t (&dst)[2]) {
     dst[1] = v.y;
   } else {
     dst[0] = __ldg(reinterpret_cast<const uint32_t*>(p));
-    dst[1] = 0;
-  }
-}
-
-template <int kBytes>
-__device__ __forceinline__ void load_scales_shared(const char* p, uint32_t (&dst)[2]) {
-  if constexpr (kBytes == 8) {
-    const uint2 v = *reinterpret_cast<const uint2*>(p);
-    dst[0] = v.x;
-    dst[1] = v.y;
-  } else {
-    dst[0] = *reinterpret_cast<const uint32_t*>(p);
     dst[1] = 0;
   }
 }
@@ -273,20 +204,15 @@ __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int t
 // kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0. kDesign
 // (MmaDesign): how weights reach the registers.
 template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, int kDesign>
-__global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3
-                                            : kDesign == kMmaBulk4       ? 1
-                                                                         : 2)
+__global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
   constexpr bool kRing = kDesign == kMmaRing;
-  constexpr bool kBulk = is_bulk(kDesign);
-  constexpr int kBulkStages = bulk_stages(kDesign);
   constexpr int kAhead = kDesign == kMmaRegisters2 ? 2 : 1;  // register chunks in flight
   constexpr int kScaleBytes = 2 * kChunkK / kGroup;          // per row and chunk: 8 or 4
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2][kWarps][32 * 4];
   __shared__ float scratch[32];
   __shared__ float inv_rms[kMaxXRows];
-  __shared__ __align__(8) uint64_t full[kBulk ? kBulkStages : 1];  // kMmaBulk's stages
 
   const AffineQuantWeight& w = a.w;
   const int k = w.k;
@@ -385,60 +311,14 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3
     load_scales<kScaleBytes>(biases + rb * groups * 2 + s0, d.bb);
   };
 
-  // kMmaBulk: item i of this block's sequence is tile blockIdx.x + i * gridDim.x; warp 0
-  // copies it into stage i % kBulkStages: lanes 0-15 a weight row each, lanes 16-19 the
-  // scales and biases of the two 8-row sets (only rows inside the matrix: the surplus rows'
-  // sums are never stored).
-  const int items =
-      kBulk && static_cast<int>(blockIdx.x) < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
-  const int pitch = bulk_pitch(k);
-  const int scale_row = groups * 2;  // bytes of one row's scales
-  char* bulk_ring = smem + bulk_ring_offset(x_rows, k);
-  const size_t stage_bytes = bulk_stage_bytes(k, kGroup);
-  auto issue_bulk = [&](int i) {
-    const int tile = blockIdx.x + i * gridDim.x;
-    const int set_a = kPair ? min(8, outputs - tile * 8) : min(8, outputs - tile * 16);
-    const int set_b = kPair ? set_a : max(0, min(8, outputs - tile * 16 - 8));
-    char* stage = bulk_ring + (i % kBulkStages) * stage_bytes;
-    uint64_t* bar = &full[i % kBulkStages];
-    if (lane == 0) {
-      mbar_expect(bar, static_cast<uint32_t>(16 * row_bytes + (set_a + set_b) * 2 * scale_row));
-    }
-    __syncwarp();
-    if (lane < 16) {
-      bulk_copy(stage + lane * pitch, packed + weight_row(tile, lane) * row_bytes,
-                static_cast<uint32_t>(row_bytes), bar);
-    } else if (lane < 20) {
-      const int set = lane & 1;  // 16, 18: set a; 17, 19: set b
-      const int rows = set == 0 ? set_a : set_b;
-      const char* src = lane < 18 ? scales : biases;
-      char* dst = stage + 16 * pitch + ((lane < 18 ? 0 : 16) + 8 * set) * scale_row;
-      if (rows > 0) {
-        bulk_copy(dst, src + weight_row(tile, 8 * set) * scale_row, rows * scale_row, bar);
-      }
-    }
-  };
-
   // Weights never depend on the previous kernel: the first chunks go out before the wait.
-  if constexpr (kBulk) {
-    if (warp == 0) {
-      if (lane == 0) {
-        for (int s = 0; s < kBulkStages; ++s) mbar_init(&full[s]);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-      }
-      __syncwarp();
-      for (int i = 0; i < kBulkStages && i < items; ++i) issue_bulk(i);
-    }
-  }
   ChunkRegs r0;
   ChunkRegs r1;
   ChunkRegs r2;  // kMmaRegisters2's third buffer
   if constexpr (kRing) {
 #pragma unroll
     for (int f = 0; f < kStages - 1; ++f) issue(f);
-  } else if constexpr (!kBulk) {
+  } else {
     load_regs(r0);
     if constexpr (kAhead == 2) load_regs(r1);
   }
@@ -503,34 +383,10 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3
   };
 
   int parity = 0;
-  int f = 0;     // this warp's position in its chunk sequence
-  int item = 0;  // kMmaBulk: this block's position in its slab sequence
+  int f = 0;  // this warp's position in its chunk sequence
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform across the block
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
-    if constexpr (kBulk) {
-      // The register designs' chunks [cb, ce) per warp, from the stage: the same sums.
-      const int sidx = item % kBulkStages;
-      mbar_wait(&full[sidx], (item / kBulkStages) & 1);
-      const char* stage = bulk_ring + sidx * stage_bytes;
-      const char* sc = stage + 16 * pitch;
-      for (int chunk = cb; chunk < ce; ++chunk) {
-        const char* wa = stage + g * pitch + chunk * (kChunkK / 2) + t * 8;
-        const char* wb = wa + 8 * pitch;
-        ChunkRegs cur;
-#pragma unroll
-        for (int u = 0; u < kChunkSteps; ++u) {
-          cur.wa[u] = *reinterpret_cast<const uint2*>(wa + u * 32);
-          cur.wb[u] = *reinterpret_cast<const uint2*>(wb + u * 32);
-        }
-        const char* s0 = sc + chunk * kScaleBytes;
-        load_scales_shared<kScaleBytes>(s0 + g * scale_row, cur.sa);
-        load_scales_shared<kScaleBytes>(s0 + (g + 8) * scale_row, cur.sb);
-        load_scales_shared<kScaleBytes>(s0 + (g + 16) * scale_row, cur.ba);
-        load_scales_shared<kScaleBytes>(s0 + (g + 24) * scale_row, cur.bb);
-        consume(cur, chunk, acc);
-      }
-    }
-    for (int chunk = cb; chunk < ce && !kBulk; ++chunk, ++f) {
+    for (int chunk = cb; chunk < ce; ++chunk, ++f) {
       if constexpr (kRing) {
         ChunkRegs cur;
         issue(f + kStages - 1);  // into the slot chunk f - 1 used
@@ -582,14 +438,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3
     float* mine = red[parity][warp] + lane * 4;
 #pragma unroll
     for (int i = 0; i < 4; ++i) mine[i] = acc[i];
-    __syncthreads();  // kMmaBulk: also, every warp is done with this item's stage
-    if (kBulk && warp == 0 && item + kBulkStages < items) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-      issue_bulk(item + kBulkStages);
-    }
-    item += kBulk;
+    __syncthreads();
     if (warp == 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] = red[parity][0][lane * 4 + i];
@@ -646,7 +495,7 @@ template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, in
 cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm_out) {
   constexpr bool kPair = kMode != kSingle;
   auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMode, kMulti, kDesign>;
-  const size_t smem = smem_bytes(x_rows, a.w.k, kGroup, kDesign);
+  const size_t smem = smem_bytes(x_rows, a.w.k, kDesign == kMmaRing);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
@@ -712,10 +561,6 @@ cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, M
       return dispatch<kMmaRegisters2>(a, x_rows, stream, per_sm);
     case kMmaRegistersOcc3:
       return dispatch<kMmaRegistersOcc3>(a, x_rows, stream, per_sm);
-    case kMmaBulk:
-      return dispatch<kMmaBulk>(a, x_rows, stream, per_sm);
-    case kMmaBulk4:
-      return dispatch<kMmaBulk4>(a, x_rows, stream, per_sm);
   }
   return cudaErrorInvalidValue;
 }
@@ -736,38 +581,13 @@ bool affine_gemv_mma_supported(const AffineGemvArgs& a) {
   if (a.norm_weight != nullptr && reinterpret_cast<uintptr_t>(a.norm_weight) % 16 != 0) {
     return false;
   }
-  return smem_bytes(1, w.k, w.group_size, kMmaDefault) <= smem_cap();
-}
-
-// kMmaBulk's extra conditions: sm_90; rows of scales a whole number of 16-byte granules at
-// 16-byte aligned addresses (k % 512 == 0 at g64, % 1024 at g128); RoPE pairs' 8-row sets
-// inside one half head; two blocks' shared memory per multiprocessor (k <= ~5120).
-static bool bulk_supported(const AffineGemvArgs& a, MmaDesign design) {
-  int device = 0;
-  int major = 0;
-  int per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) !=
-          cudaSuccess) {
-    return false;
-  }
-  const size_t per_block = smem_bytes(1, a.w.k, a.w.group_size, design) + kStaticSmem;
-  const size_t blocks = design == kMmaBulk4 ? 1 : 2;
-  const AffineQuantWeight& w = a.w;
-  const bool rope_sets = a.epilogue != GemvEpilogue::kRopeKvWrite || a.rope.head_dim % 16 == 0;
-  return major >= 9 && w.k % (8 * w.group_size) == 0 && rope_sets &&
-         blocks * per_block <= static_cast<size_t>(per_sm) && per_block <= smem_cap() &&
-         reinterpret_cast<uintptr_t>(w.scales) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(w.biases) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(w.packed) % 16 == 0;
+  return smem_bytes(1, w.k, kMmaDefault == kMmaRing) <= smem_cap();
 }
 
 cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream, MmaDesign design) {
   if (!affine_gemv_mma_supported(args)) return cudaErrorInvalidValue;
   const size_t cap = smem_cap();
-  if (is_bulk(design) && !bulk_supported(args, design)) design = kMmaRegisters;
-  const size_t fixed = smem_bytes(0, args.w.k, args.w.group_size, design);
+  const size_t fixed = smem_bytes(0, args.w.k, design == kMmaRing);
   if (fixed + x_bytes(1, args.w.k) > cap) return cudaErrorInvalidValue;
   const size_t per_row = x_bytes(1, args.w.k);
   const int batch = static_cast<int>(

@@ -17,17 +17,8 @@ cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream);
 // How the kernel's weights reach the registers (lab A/B; affine_gemv_mma above uses
 // kMmaDefault): a per-warp cp.async ring in
 // shared memory, 3 chunks ahead; or straight global loads 1 or 2 chunks ahead of the math; or 1
-// ahead with registers capped for 3 blocks per multiprocessor; or a block-wide ring of
-// stages filled by bulk copies (sm_90: cp.async.bulk, completion on mbarriers; where its
-// conditions fail, kMmaRegisters runs instead).
-enum MmaDesign {
-  kMmaRing = 0,
-  kMmaRegisters = 1,
-  kMmaRegisters2 = 2,
-  kMmaRegistersOcc3 = 3,
-  kMmaBulk = 4,
-  kMmaBulk4 = 5,
-};
+// ahead with registers capped for 3 blocks per multiprocessor.
+enum MmaDesign { kMmaRing = 0, kMmaRegisters = 1, kMmaRegisters2 = 2, kMmaRegistersOcc3 = 3 };
 constexpr MmaDesign kMmaDefault = kMmaRegisters;
 cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream, MmaDesign design);
 // Resident blocks per multiprocessor of the kernel these args launch (0 on error).
