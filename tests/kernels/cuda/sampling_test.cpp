@@ -72,6 +72,26 @@ TEST_F(SamplingTest, GreedyTakesArgmaxLowestIdOnTies) {
   EXPECT_EQ(ids[1], 77);
 }
 
+// A Llama-3 sized vocab + 3 (the float4 path's batches, its remainder and a scalar tail of 3
+// ids): row 0 starts 16-byte aligned (vector path), row 1 does not (ld = vocab + 3: scalar
+// path). Ties far apart in different batches and lanes still resolve to the lowest id.
+TEST_F(SamplingTest, GreedyArgmaxOverALargeVocabAlignedOrNot) {
+  const int vocab = 128259;
+  auto logits = random_bf16_values(vocab, 72);
+  SamplingRow greedy;
+  greedy.temperature = 0.0f;
+  logits[100001] = 9.0f;
+  logits[4099] = 9.0f;
+  logits[4102] = 9.0f;
+  auto ids = sample(logits, vocab, {greedy, greedy});
+  EXPECT_EQ(ids[0], 4099);
+  EXPECT_EQ(ids[1], 4099);
+  logits[vocab - 1] = 9.5f;  // the scalar tail
+  ids = sample(logits, vocab, {greedy, greedy});
+  EXPECT_EQ(ids[0], vocab - 1);
+  EXPECT_EQ(ids[1], vocab - 1);
+}
+
 TEST_F(SamplingTest, TopKTopPMinPKeepTheRightSets) {
   const int vocab = 5125;
   auto logits = head_logits(vocab);
