@@ -384,8 +384,23 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
 
   int parity = 0;
   int f = 0;  // this warp's position in its chunk sequence
+  // Plain outputs whose epilogue reads y (residual add, accumulate): warp 0 loads those
+  // values when a tile starts, so the store after the sums waits for no load (o and down
+  // have one tile a block: that read was the kernel's last L2 round trip).
+  const bool early_y = kMode == kSingle && affine_epilogue_reads_y(a);
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {  // uniform across the block
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // (row a, col c0) (a, c1) (b, c0) (b, c1)
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};    // (row a, col c0) (a, c1) (b, c0) (b, c1)
+    float prior[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // y at the same places (early_y)
+    if (early_y && warp == 0) {
+      const int ra = tile * 16 + g;
+#pragma unroll
+      for (int ci = 0; ci < (kMulti ? 2 : 1); ++ci) {
+        const int col = 2 * t + ci;
+        if (col >= x_rows || (!kMulti && t != 0)) continue;
+        if (ra < outputs) prior[ci] = affine_prior_output<OutT>(a, col, ra);
+        if (ra + 8 < outputs) prior[2 + ci] = affine_prior_output<OutT>(a, col, ra + 8);
+      }
+    }
     for (int chunk = cb; chunk < ce; ++chunk, ++f) {
       if constexpr (kRing) {
         ChunkRegs cur;
@@ -459,8 +474,10 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
           if (j < outputs) store_rope(a, col, j, acc[ci], acc[2 + ci]);
         } else {
           const int ra = tile * 16 + g;
-          if (ra < outputs) affine_store_output<OutT>(a, col, ra, acc[ci], 0.0f);
-          if (ra + 8 < outputs) affine_store_output<OutT>(a, col, ra + 8, acc[2 + ci], 0.0f);
+          if (ra < outputs) affine_store_output<OutT>(a, col, ra, acc[ci], 0.0f, prior[ci]);
+          if (ra + 8 < outputs) {
+            affine_store_output<OutT>(a, col, ra + 8, acc[2 + ci], 0.0f, prior[2 + ci]);
+          }
         }
       }
     }
