@@ -1307,15 +1307,19 @@ void decode_step(Lab& lab, double copy_bw,
     std::fflush(stdout);
   }
 
-  // The lean stack: src's fused forms take the norms, the residual adds and the
-  // SiLU gate (5 kernels per layer instead of 9), with and without PDL on the GEMVs.
+  // The lean stack: src's fused forms take the norms, the residual adds, the SiLU gate and
+  // (tensor-core kernel) RoPE + the KV write: 5 kernels a layer as in the model's fused
+  // quantized decode (the register kernel: 6, rope_kv_write apart), with and without PDL.
   for (int variant = 0; variant < 4; ++variant) {
     const int pdl = variant & 1;
     const AffineGemvKernel kernel =
         variant < 2 ? AffineGemvKernel::kRegister : AffineGemvKernel::kTensorCore;
     const bool use_pdl = pdl == 1 && lab.props_.major >= 9;
+    // With `rope`, the qkv GEMV takes rope_kv_write's work in its epilogue where supported
+    // (as the model's fused decode does); otherwise it stores and rope_kv_write runs.
     auto gemv = [&](const QMat& q, const DeviceBuffer& x, void* y, int64_t ldy, bool f32,
-                    GemvEpilogue e, const DeviceBuffer* norm) {
+                    GemvEpilogue e, const DeviceBuffer* norm,
+                    const RopeKvWriteArgs* rope = nullptr) {
       AffineGemvArgs a;
       a.w = q.weight();
       a.x = x.as<Bf16>();
@@ -1329,11 +1333,20 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
+      if (rope != nullptr) {
+        AffineGemvArgs fused = a;
+        fused.epilogue = GemvEpilogue::kRopeKvWrite;
+        fused.rope = *rope;
+        if (affine_gemv_supported(fused)) {
+          CK(affine_gemv(fused, st));
+          return;
+        }
+      }
       CK(affine_gemv(a, st));
+      if (rope != nullptr) CK(rope_kv_write(*rope, st));
     };
     auto step = [&]() {
       for (int l = 0; l < s.layers; ++l) {
-        gemv(qkv[l], resid, qkv_out.data(), s.qkv(), false, GemvEpilogue::kStore, &norm1[l]);
         RopeKvWriteArgs r;
         r.qkv = qkv_out.as<Bf16>();
         r.ld_qkv = s.qkv();
@@ -1349,7 +1362,7 @@ void decode_step(Lab& lab, double copy_bw,
         r.kv_heads = s.kv_heads;
         r.head_dim = s.hd;
         r.rotary_dim = s.hd;
-        CK(rope_kv_write(r, st));
+        gemv(qkv[l], resid, qkv_out.data(), s.qkv(), false, GemvEpilogue::kStore, &norm1[l], &r);
         PagedAttentionArgs a;
         a.q = q.as<Bf16>();
         a.ld_q = s.hidden;
