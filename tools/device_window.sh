@@ -3,7 +3,7 @@
 # built here (tools/bench_gpu.sh bundle, tools/bench_cpu.sh bundle; carry .carry/gpu.tar.xz
 # and .carry/cpu.tar.xz): the gpu gtests, the dev/cuda labs, the 8B product benchmarks (bf16
 # and a 4-bit conversion) and the CPU benchmark, each step under its own time limit, logs in
-# $OUT/window.tgz (the device returns at most 8 files). Usage: tools/device_window.sh [tests] [labs] [product] [nsys] [product4] [cpu]
+# $OUT/window.tgz (the device returns at most 8 files). Usage: tools/device_window.sh [tests] [labs] [product] [nsys] [product4] [profile4] [cpu]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 final=${OUT:-/tmp}
@@ -18,7 +18,7 @@ if [[ -n "$src_dir" && ! -e "$src_dir" ]]; then mkdir -p "$(dirname "$src_dir")"
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests labs product product4 cpu)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
-if want product || want product4 || want nsys; then
+if want product || want product4 || want profile4 || want nsys; then
   python3 dev/cuda/make_llama8b.py /tmp/llama8b > "$out/make_model.log" 2>&1 &
   maker=$!
 fi
@@ -32,7 +32,7 @@ fi
 # LABS="a b": only those labs, in that order (default: every bundled lab).
 # shellcheck disable=SC2086
 want labs && { timeout "${LABS_TIMEOUT:-300}" bash tools/bench_gpu.sh labs ${LABS:-} > /dev/null 2>&1; grep "rc=" "$out/labs.log"; }
-if want product || want product4 || want nsys; then
+if want product || want product4 || want profile4 || want nsys; then
   wait "$maker"
   tail -1 "$out/make_model.log"
 fi
@@ -52,6 +52,7 @@ if want nsys; then
   fi
 fi
 want product4 && { timeout 300 bash tools/bench_gpu.sh product4 > /dev/null 2>&1; echo "product4 rc=$?"; }
+want profile4 && { timeout 420 bash tools/bench_gpu.sh profile4 > /dev/null 2>&1; echo "profile4 rc=$?"; }
 if want cpu; then
   rm -rf /tmp/llama8b /tmp/llama8b-q4  # the CPU run needs the page cache and disk, not these
   mkdir -p "$out/cpu"
