@@ -1310,16 +1310,21 @@ void decode_step(Lab& lab, double copy_bw,
   // The lean stack: src's fused forms take the norms, the residual adds, the SiLU gate and
   // (tensor-core kernel) RoPE + the KV write: 5 kernels a layer as in the model's fused
   // quantized decode (the register kernel: 6, rope_kv_write apart), with and without PDL.
-  for (int variant = 0; variant < 4; ++variant) {
-    const int pdl = variant & 1;
+  // Variants 4 and 5 (tensor core, PDL): chunk 1 also loaded before the wait
+  // (kMmaRegistersEarly) in the o GEMV only, whose predecessor (batch-1 attention, 8 blocks)
+  // leaves the other multiprocessors free, or in every GEMV.
+  for (int variant = 0; variant < 6; ++variant) {
+    const int pdl = variant >= 4 ? 1 : variant & 1;
     const AffineGemvKernel kernel =
         variant < 2 ? AffineGemvKernel::kRegister : AffineGemvKernel::kTensorCore;
     const bool use_pdl = pdl == 1 && lab.props_.major >= 9;
+    const bool early_o = variant >= 4;
+    const bool early_all = variant == 5;
     // With `rope`, the qkv GEMV takes rope_kv_write's work in its epilogue where supported
     // (as the model's fused decode does); otherwise it stores and rope_kv_write runs.
     auto gemv = [&](const QMat& q, const DeviceBuffer& x, void* y, int64_t ldy, bool f32,
-                    GemvEpilogue e, const DeviceBuffer* norm,
-                    const RopeKvWriteArgs* rope = nullptr) {
+                    GemvEpilogue e, const DeviceBuffer* norm, const RopeKvWriteArgs* rope = nullptr,
+                    bool early = false) {
       AffineGemvArgs a;
       a.w = q.weight();
       a.x = x.as<Bf16>();
@@ -1333,16 +1338,23 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
+      auto launch = [&](const AffineGemvArgs& args) {
+        if ((early || early_all) && detail::affine_gemv_mma_supported(args)) {
+          CK(detail::affine_gemv_mma(args, st, detail::kMmaRegistersEarly));
+        } else {
+          CK(affine_gemv(args, st));
+        }
+      };
       if (rope != nullptr) {
         AffineGemvArgs fused = a;
         fused.epilogue = GemvEpilogue::kRopeKvWrite;
         fused.rope = *rope;
         if (affine_gemv_supported(fused)) {
-          CK(affine_gemv(fused, st));
+          launch(fused);
           return;
         }
       }
-      CK(affine_gemv(a, st));
+      launch(a);
       if (rope != nullptr) CK(rope_kv_write(*rope, st));
     };
     auto step = [&]() {
@@ -1382,9 +1394,11 @@ void decode_step(Lab& lab, double copy_bw,
         a.block_size = 16;
         a.scale = 0.0884f;
         a.num_splits = splits;
+        a.pdl = use_pdl;  // as the model's decode step sets it
         a.workspace = attn_ws.as<float>();
         CK(paged_attention(a, st));
-        gemv(o[l], attn, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd, nullptr);
+        gemv(o[l], attn, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd, nullptr,
+             nullptr, early_o);
         gemv(gu[l], resid, act.data(), s.inter, false, GemvEpilogue::kGatedSilu, &norm2[l]);
         gemv(down[l], act, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd, nullptr);
       }
@@ -1412,9 +1426,12 @@ void decode_step(Lab& lab, double copy_bw,
     cudaGraphDestroy(graph);
     const double floor_ms = weight_bytes / copy_bw * 1e3;
     std::printf(
-        "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s): graph %.3f ms = "
+        "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s%s): graph %.3f ms = "
         "%.1f tok/s (%.0f%% of floor)\n",
         kernel == AffineGemvKernel::kRegister ? "register" : "tensor-core", use_pdl ? ", PDL" : "",
+        early_all ? ", 2 chunks early everywhere"
+        : early_o ? ", 2 chunks early in o"
+                  : "",
         ms, 1e3 / ms, 100 * floor_ms / ms);
     std::fflush(stdout);
   }
@@ -1687,6 +1704,7 @@ int run() {
       {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
       {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
       {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
+      {"tensor regs 1, 2 early", design(detail::kMmaRegistersEarly)},
   };
   if (std::getenv("LAB_ALL") != nullptr) {  // the earlier baselines
     variants.push_back({"v0 (src before)", base});
@@ -1700,11 +1718,12 @@ int run() {
     a.w.scales = a.w.packed;
     a.w.biases = a.w.packed;
     a.m = 1;
-    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d\n", n, k,
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
+    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d, early %d\n", n,
+                k, detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3));
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3),
+                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersEarly));
   }
   for (int bits : {4}) {
     std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);

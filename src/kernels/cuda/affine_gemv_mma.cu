@@ -208,6 +208,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
   constexpr bool kRing = kDesign == kMmaRing;
   constexpr int kAhead = kDesign == kMmaRegisters2 ? 2 : 1;  // register chunks in flight
+  constexpr bool kEarly = kDesign == kMmaRegistersEarly;     // chunk 1 also before the wait
   constexpr int kScaleBytes = 2 * kChunkK / kGroup;          // per row and chunk: 8 or 4
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2][kWarps][32 * 4];
@@ -320,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
     for (int f = 0; f < kStages - 1; ++f) issue(f);
   } else {
     load_regs(r0);
-    if constexpr (kAhead == 2) load_regs(r1);
+    if constexpr (kAhead == 2 || kEarly) load_regs(r1);
   }
 
   grid_dependency_wait();
@@ -428,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
         // compiler copy the fresh registers mid-chunk, and the copy waited for the load:
         // Nsight Compute put 29 % of gate_up's stall samples on that one move.)
         if ((f & 1) == 0) {
-          load_regs(r1);
+          if (!kEarly || f > 0) load_regs(r1);  // kEarly: chunk 1 is in r1 already
           consume(r0, chunk, acc);
         } else {
           load_regs(r0);
@@ -578,6 +579,8 @@ cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, M
       return dispatch<kMmaRegisters2>(a, x_rows, stream, per_sm);
     case kMmaRegistersOcc3:
       return dispatch<kMmaRegistersOcc3>(a, x_rows, stream, per_sm);
+    case kMmaRegistersEarly:
+      return dispatch<kMmaRegistersEarly>(a, x_rows, stream, per_sm);
   }
   return cudaErrorInvalidValue;
 }
