@@ -1700,10 +1700,6 @@ int run() {
   std::vector<std::pair<std::string, Lab::GemvFn>> variants = {
       {"src register", src},
       {"tensor default", tensor},
-      {"tensor ring", design(detail::kMmaRing)},
-      {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
-      {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
-      {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)},
       {"tensor regs 1, 2 early", design(detail::kMmaRegistersEarly)},
   };
   if (std::getenv("LAB_ALL") != nullptr) {  // the earlier baselines
@@ -1718,11 +1714,8 @@ int run() {
     a.w.scales = a.w.packed;
     a.w.biases = a.w.packed;
     a.m = 1;
-    std::printf("  blocks/SM n=%d k=%d: ring %d, regs1 %d, regs2 %d, regs1 occ3 %d, early %d\n", n,
-                k, detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRing),
+    std::printf("  blocks/SM n=%d k=%d: default %d, early %d\n", n, k,
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters2),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersOcc3),
                 detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersEarly));
   }
   for (int bits : {4}) {
@@ -1735,10 +1728,8 @@ int run() {
   std::printf("== decode step\n");
   decode_step(lab, copy_bw,
               {{"src register", src},
-               {"tensor ring", design(detail::kMmaRing)},
-               {"tensor regs 1 ahead", design(detail::kMmaRegisters)},
-               {"tensor regs 2 ahead", design(detail::kMmaRegisters2)},
-               {"tensor regs 1, 3/SM", design(detail::kMmaRegistersOcc3)}});
+               {"tensor default", tensor},
+               {"tensor regs 1, 2 early", design(detail::kMmaRegistersEarly)}});
   (void)async(I6{});
   return 0;
 }

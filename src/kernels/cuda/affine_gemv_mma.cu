@@ -2,19 +2,19 @@
 //
 // A block owns tiles of 16 weight rows (gated: 8 gate rows j and their up rows n + j; RoPE:
 // rows i and i + head_dim / 2 of a head) and its 8 warps split k: warp w streams its share
-// of each tile in chunks of 256 values, by default straight into registers one chunk ahead
-// of the math (two buffers named statically; MmaDesign also offers 2 ahead and a per-warp
-// cp.async ring in shared memory, both slower on the H200). Lane (g = lane / 4, t = lane % 4)
-// reads 8 bytes of rows g and g + 8 per 64 values (k 16t .. 16t + 15 of the step), and one
-// LOP3 per two values makes the bf16 pair 128 + q exactly (q | 0x4300 in each half), already in
-// mma.m16n8k16's A-fragment registers: the fragment's k positions are a fixed permutation of the
-// lane's 16 values, and x is staged in shared memory in the same permutation, so the B fragments
-// are two 16-byte loads per step. The mma's 8 columns are the x rows (decode batches of up to 8
-// cost what one does). Per 64 values (one step) the f32 sums c = Σ (128 + q)·x become s·(c -
-// 128·Σx) + b·Σx with the group's scale and bias. x is staged exactly (bf16, optionally RMSNorm'd
-// with rmsnorm_residual's bits), so, unlike the register kernel, nothing is rounded to half. The
-// first chunks' copies go out before the PDL wait; the warps' sums meet in shared memory in a fixed
-// order.
+// of each tile in chunks of 256 values straight into registers one chunk ahead of the math
+// (two buffers named statically; a shared-memory cp.async ring, 2 chunks ahead, 3 blocks a
+// multiprocessor and bulk-copy stages all lost on the H200: dev/cuda/NOTES.md). Lane (g = lane / 4,
+// t = lane % 4) reads 8 bytes of rows g and g + 8 per 64 values (k 16t .. 16t + 15 of the step),
+// and one LOP3 per two values makes the bf16 pair 128 + q exactly (q | 0x4300 in each half),
+// already in mma.m16n8k16's A-fragment registers: the fragment's k positions are a fixed
+// permutation of the lane's 16 values, and x is staged in shared memory in the same permutation, so
+// the B fragments are two 16-byte loads per step. The mma's 8 columns are the x rows (decode
+// batches of up to 8 cost what one does). Per 64 values (one step) the f32 sums c = Σ (128 + q)·x
+// become s·(c - 128·Σx) + b·Σx with the group's scale and bias. x is staged exactly (bf16,
+// optionally RMSNorm'd with rmsnorm_residual's bits), so, unlike the register kernel, nothing is
+// rounded to half. The first chunks' copies go out before the PDL wait; the warps' sums meet in
+// shared memory in a fixed order.
 #include "kernels/cuda/affine_gemv_mma.cuh"
 
 #include <cuda_bf16.h>
@@ -48,17 +48,6 @@ __host__ __device__ constexpr size_t x_bytes(int rows, int k) {
   return rows * x_row_bytes(k) + size_t(rows) * (k / kStepK) * sizeof(float);
 }
 
-// Each warp streams its chunks through a ring of kStages shared-memory slots filled by
-// cp.async (kStages - 1 chunks in flight per warp whatever the math does): per slot the
-// tile's 16 rows x 128 bytes of packed weights, then 16 rows x 8 bytes of scales and of
-// biases (4 groups of 64, or 2 of 128).
-constexpr int kStages = 4;
-constexpr int kSlotWeights = 16 * kChunkK / 2;         // 2048 bytes
-constexpr int kSlotBytes = kSlotWeights + 2 * 16 * 8;  // + scales + biases
-__host__ __device__ constexpr size_t smem_bytes(int rows, int k, bool ring) {
-  return x_bytes(rows, k) + (ring ? size_t(kWarps) * kStages * kSlotBytes : 0);
-}
-
 // A scale or bias from its 16 bits.
 template <typename ScaleT>
 __device__ __forceinline__ float scale_to_float(uint32_t bits16) {
@@ -67,31 +56,6 @@ __device__ __forceinline__ float scale_to_float(uint32_t bits16) {
   } else {
     return __uint_as_float(bits16 << 16);  // bf16
   }
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// Read-once weights: L2 only (cg), 16 bytes; scales: 4 or 8 bytes (ca).
-__device__ __forceinline__ void copy16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src));
-}
-template <int kBytes>
-__device__ __forceinline__ void copy_small(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src),
-               "n"(kBytes));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
-template <int kPending>
-__device__ __forceinline__ void wait_pending() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
-}
-
-// Byte offset of (row, 32-byte step u) in a slot: the step's place in the row is swizzled
-// by row % 4, so the 8-byte fragment loads of rows g = 0..3 (a half warp) hit 32 distinct
-// banks.
-__device__ __forceinline__ int slot_offset(int row, int u) {
-  return row * 128 + ((u ^ (row & 3)) * 32);
 }
 
 // One warp's chunk in registers: 4 steps of 8 bytes of each of the lane's two rows, and the
@@ -204,12 +168,10 @@ __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int t
 // kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0. kDesign
 // (MmaDesign): how weights reach the registers.
 template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, int kDesign>
-__global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2)
+__global__ void __launch_bounds__(kThreads, 2)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
-  constexpr bool kRing = kDesign == kMmaRing;
-  constexpr int kAhead = kDesign == kMmaRegisters2 ? 2 : 1;  // register chunks in flight
-  constexpr bool kEarly = kDesign == kMmaRegistersEarly;     // chunk 1 also before the wait
-  constexpr int kScaleBytes = 2 * kChunkK / kGroup;          // per row and chunk: 8 or 4
+  constexpr bool kEarly = kDesign == kMmaRegistersEarly;  // chunk 1 also before the wait
+  constexpr int kScaleBytes = 2 * kChunkK / kGroup;       // per row and chunk: 8 or 4
   extern __shared__ __align__(16) char smem[];
   __shared__ float red[2][kWarps][32 * 4];
   __shared__ float scratch[32];
@@ -235,7 +197,6 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
   const char* packed = reinterpret_cast<const char*>(w.packed);
   const char* scales = static_cast<const char*>(w.scales);
   const char* biases = static_cast<const char*>(w.biases);
-  char* ring = smem + x_bytes(x_rows, k) + static_cast<size_t>(warp) * kStages * kSlotBytes;
   // The next chunk of this warp's sequence to load (chunks cb .. ce - 1 of tile blockIdx.x,
   // then of tile blockIdx.x + gridDim.x, ...): every load takes the next one, so loads go
   // in sequence order (W3: a division per load cost ~10 % of the kernel's time).
@@ -267,30 +228,7 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
       return min(tile * 16 + r, outputs - 1);
     }
   };
-  // Chunk f of this warp's sequence (the next position) into its ring slot; past the end
-  // only an empty group is committed.
-  auto issue = [&](int f) {
-    int tile;
-    int chunk;
-    if (position(tile, chunk)) {
-      char* slot = ring + (f % kStages) * kSlotBytes;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {  // 128 pieces of 16 bytes: row p / 8, piece p % 8
-        const int p = lane + 32 * i;
-        const int r = p >> 3;
-        const int j = p & 7;
-        copy16(slot + slot_offset(r, j >> 1) + (j & 1) * 16,
-               packed + weight_row(tile, r) * row_bytes + chunk * (kChunkK / 2) + j * 16);
-      }
-      const int r = lane & 15;  // lanes 0-15 scales, 16-31 biases of row r
-      const char* src = (lane < 16 ? scales : biases) + weight_row(tile, r) * groups * 2 +
-                        static_cast<int64_t>(chunk) * kScaleBytes;
-      copy_small<kScaleBytes>(slot + kSlotWeights + (lane >> 4) * 128 + r * 8, src);
-    }
-    commit();
-  };
-
-  // The register designs: a chunk's 8 bytes per step of rows g and g + 8 straight from
+  // A chunk's 8 bytes per step of rows g and g + 8 straight from
   // global memory, with its scales and biases.
   auto load_regs = [&](ChunkRegs& d) {
     int tile;
@@ -315,14 +253,8 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
   // Weights never depend on the previous kernel: the first chunks go out before the wait.
   ChunkRegs r0;
   ChunkRegs r1;
-  ChunkRegs r2;  // kMmaRegisters2's third buffer
-  if constexpr (kRing) {
-#pragma unroll
-    for (int f = 0; f < kStages - 1; ++f) issue(f);
-  } else {
-    load_regs(r0);
-    if constexpr (kAhead == 2 || kEarly) load_regs(r1);
-  }
+  load_regs(r0);
+  if constexpr (kEarly) load_regs(r1);
 
   grid_dependency_wait();
   if (a.norm_weight != nullptr) {
@@ -403,50 +335,16 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
       }
     }
     for (int chunk = cb; chunk < ce; ++chunk, ++f) {
-      if constexpr (kRing) {
-        ChunkRegs cur;
-        issue(f + kStages - 1);  // into the slot chunk f - 1 used
-        wait_pending<kStages - 1>();
-        __syncwarp();  // the other lanes' copies of chunk f are visible
-        const char* ring_slot = ring + (f % kStages) * kSlotBytes;
-#pragma unroll
-        for (int u = 0; u < kChunkSteps; ++u) {
-          cur.wa[u] = *reinterpret_cast<const uint2*>(ring_slot + slot_offset(g, u) + t * 8);
-          cur.wb[u] = *reinterpret_cast<const uint2*>(ring_slot + slot_offset(g + 8, u) + t * 8);
-        }
-        const char* sc = ring_slot + kSlotWeights;
-        const uint2 sa = *reinterpret_cast<const uint2*>(sc + g * 8);
-        const uint2 sb = *reinterpret_cast<const uint2*>(sc + (g + 8) * 8);
-        const uint2 ba = *reinterpret_cast<const uint2*>(sc + 128 + g * 8);
-        const uint2 bb = *reinterpret_cast<const uint2*>(sc + 128 + (g + 8) * 8);
-        cur.sa[0] = sa.x, cur.sa[1] = sa.y, cur.sb[0] = sb.x, cur.sb[1] = sb.y;
-        cur.ba[0] = ba.x, cur.ba[1] = ba.y, cur.bb[0] = bb.x, cur.bb[1] = bb.y;
-        consume(cur, chunk, acc);
-        __syncwarp();  // every lane is done with the slot before its refill
-      } else if constexpr (kAhead == 1) {
-        // Two buffers named statically in each branch: chunk f + 1 loads into the one chunk
-        // f - 1 left while chunk f is consumed. (W1-W6's `cur = r0; load(r0)` let the
-        // compiler copy the fresh registers mid-chunk, and the copy waited for the load:
-        // Nsight Compute put 29 % of gate_up's stall samples on that one move.)
-        if ((f & 1) == 0) {
-          if (!kEarly || f > 0) load_regs(r1);  // kEarly: chunk 1 is in r1 already
-          consume(r0, chunk, acc);
-        } else {
-          load_regs(r0);
-          consume(r1, chunk, acc);
-        }
+      // Two buffers named statically in each branch: chunk f + 1 loads into the one chunk
+      // f - 1 left while chunk f is consumed. (W1-W6's `cur = r0; load(r0)` let the compiler
+      // copy the fresh registers mid-chunk, and the copy waited for the load: Nsight Compute
+      // put 29 % of gate_up's stall samples on that one move.)
+      if ((f & 1) == 0) {
+        if (!kEarly || f > 0) load_regs(r1);  // kEarly: chunk 1 is in r1 already
+        consume(r0, chunk, acc);
       } else {
-        const int slot = f % 3;  // the buffer chunk f sits in
-        if (slot == 0) {
-          load_regs(r2);
-          consume(r0, chunk, acc);
-        } else if (slot == 1) {
-          load_regs(r0);
-          consume(r1, chunk, acc);
-        } else {
-          load_regs(r1);
-          consume(r2, chunk, acc);
-        }
+        load_regs(r0);
+        consume(r1, chunk, acc);
       }
     }
 
@@ -484,7 +382,6 @@ __global__ void __launch_bounds__(kThreads, kDesign == kMmaRegistersOcc3 ? 3 : 2
     }
     parity ^= 1;
   }
-  if constexpr (kRing) wait_pending<0>();  // no copy outlives the block
 }
 
 int device_optin_smem() {
@@ -513,7 +410,7 @@ template <typename ScaleT, typename OutT, int kGroup, int kMode, bool kMulti, in
 cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm_out) {
   constexpr bool kPair = kMode != kSingle;
   auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMode, kMulti, kDesign>;
-  const size_t smem = smem_bytes(x_rows, a.w.k, kDesign == kMmaRing);
+  const size_t smem = x_bytes(x_rows, a.w.k);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
@@ -571,14 +468,8 @@ cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, i
 cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, MmaDesign design,
                      int* per_sm) {
   switch (design) {
-    case kMmaRing:
-      return dispatch<kMmaRing>(a, x_rows, stream, per_sm);
     case kMmaRegisters:
       return dispatch<kMmaRegisters>(a, x_rows, stream, per_sm);
-    case kMmaRegisters2:
-      return dispatch<kMmaRegisters2>(a, x_rows, stream, per_sm);
-    case kMmaRegistersOcc3:
-      return dispatch<kMmaRegistersOcc3>(a, x_rows, stream, per_sm);
     case kMmaRegistersEarly:
       return dispatch<kMmaRegistersEarly>(a, x_rows, stream, per_sm);
   }
@@ -601,17 +492,14 @@ bool affine_gemv_mma_supported(const AffineGemvArgs& a) {
   if (a.norm_weight != nullptr && reinterpret_cast<uintptr_t>(a.norm_weight) % 16 != 0) {
     return false;
   }
-  return smem_bytes(1, w.k, kMmaDefault == kMmaRing) <= smem_cap();
+  return x_bytes(1, w.k) <= smem_cap();
 }
 
 cudaError_t affine_gemv_mma(const AffineGemvArgs& args, cudaStream_t stream, MmaDesign design) {
   if (!affine_gemv_mma_supported(args)) return cudaErrorInvalidValue;
-  const size_t cap = smem_cap();
-  const size_t fixed = smem_bytes(0, args.w.k, design == kMmaRing);
-  if (fixed + x_bytes(1, args.w.k) > cap) return cudaErrorInvalidValue;
-  const size_t per_row = x_bytes(1, args.w.k);
-  const int batch = static_cast<int>(
-      std::min<size_t>({static_cast<size_t>(args.m), (cap - fixed) / per_row, kMaxXRows}));
+  // x rows a launch stages (one always fits: affine_gemv_mma_supported).
+  const int batch = static_cast<int>(std::min<size_t>(
+      {static_cast<size_t>(args.m), smem_cap() / x_bytes(1, args.w.k), kMaxXRows}));
   const size_t out_size = args.y_f32 ? sizeof(float) : sizeof(__nv_bfloat16);
   for (int r0 = 0; r0 < args.m; r0 += batch) {
     AffineGemvArgs a = args;

@@ -15,19 +15,12 @@ bool affine_gemv_mma_supported(const AffineGemvArgs& a);
 cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream);
 
 // How the kernel's weights reach the registers (lab A/B; affine_gemv_mma above uses
-// kMmaDefault): a per-warp cp.async ring in
-// shared memory, 3 chunks ahead; or straight global loads 1 or 2 chunks ahead of the math; or 1
-// ahead with registers capped for 3 blocks per multiprocessor; or 1 ahead with the second chunk
-// also loaded before the PDL wait (for a GEMV whose predecessor leaves most multiprocessors
-// free, as batch-1 attention does for o: both chunks of a k = 4096 tile's warp share stream
-// while it runs).
-enum MmaDesign {
-  kMmaRing = 0,
-  kMmaRegisters = 1,
-  kMmaRegisters2 = 2,
-  kMmaRegistersOcc3 = 3,
-  kMmaRegistersEarly = 4,
-};
+// kMmaDefault): one chunk ahead of the math; or, kMmaRegistersEarly, the second chunk also
+// loaded before the PDL wait (for a GEMV whose predecessor leaves most multiprocessors free,
+// as batch-1 attention does for o: both chunks of a k = 4096 tile's warp share stream while it
+// runs; prepared in session 15, not yet measured). The designs that lost (a cp.async ring, 2
+// chunks ahead, 3 blocks a multiprocessor, bulk-copy stages) are in dev/cuda/NOTES.md and git.
+enum MmaDesign { kMmaRegisters = 1, kMmaRegistersEarly = 4 };
 constexpr MmaDesign kMmaDefault = kMmaRegisters;
 cudaError_t affine_gemv_mma(const AffineGemvArgs& a, cudaStream_t stream, MmaDesign design);
 // Resident blocks per multiprocessor of the kernel these args launch (0 on error).

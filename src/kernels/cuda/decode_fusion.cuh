@@ -80,21 +80,22 @@ __device__ void block_inverse_rms(const __nv_bfloat16* x, int64_t ldx, int rows,
 #pragma unroll 1
     for (int base = 0; base < k; base += kBatch * vthreads) {
       float v[kMaxVirtual][kBatch];
+      bool in[kMaxVirtual][kBatch];  // element i of virtual thread vt exists
 #pragma unroll
       for (int j = 0; j < kMaxVirtual; ++j) {
         const int vt = threadIdx.x + j * kThreads;
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int i = base + vt + b * vthreads;
-          v[j][b] = vt < vthreads && i < k ? __bfloat162float(row[i]) : 0.0f;
+          in[j][b] = vt < vthreads && i < k;
+          v[j][b] = in[j][b] ? __bfloat162float(row[i]) : 0.0f;
         }
       }
 #pragma unroll
       for (int j = 0; j < kMaxVirtual; ++j) {
-        const int vt = threadIdx.x + j * kThreads;
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          if (vt < vthreads && base + vt + b * vthreads < k) s[j] += v[j][b] * v[j][b];
+          if (in[j][b]) s[j] += v[j][b] * v[j][b];
         }
       }
     }

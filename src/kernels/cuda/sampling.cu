@@ -176,6 +176,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingArgs a) {
                                         (0xffffffffu - static_cast<uint32_t>(i));
       if (packed > best) best = packed;
     };
+    auto consider4 = [&](const float4& v, int i) {  // ids i .. i + 3
+      consider(v.x, i);
+      consider(v.y, i + 1);
+      consider(v.z, i + 2);
+      consider(v.w, i + 3);
+    };
     int tail = 0;  // first id the scalar loop visits
     if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
       const float4* x4 = reinterpret_cast<const float4*>(x);
@@ -187,21 +193,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SamplingArgs a) {
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) v[b] = x4[j + b * kThreads];
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int i = 4 * (j + b * kThreads);
-          consider(v[b].x, i);
-          consider(v[b].y, i + 1);
-          consider(v[b].z, i + 2);
-          consider(v[b].w, i + 3);
-        }
+        for (int b = 0; b < kBatch; ++b) consider4(v[b], 4 * (j + b * kThreads));
       }
-      for (; j < n4; j += kThreads) {
-        const float4 v = x4[j];
-        consider(v.x, 4 * j);
-        consider(v.y, 4 * j + 1);
-        consider(v.z, 4 * j + 2);
-        consider(v.w, 4 * j + 3);
-      }
+      for (; j < n4; j += kThreads) consider4(x4[j], 4 * j);
       tail = 4 * n4;
     }
     for (int i = tail + threadIdx.x; i < vocab; i += blockDim.x) consider(x[i], i);
