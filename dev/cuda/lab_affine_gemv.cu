@@ -876,6 +876,81 @@ class Lab {
     }
   }
 
+  // The tensor-core kernel on its row-major weights against the same weights relaid by
+  // affine_tile (kTiledPlain: each warp chunk 2 KB contiguous in lane order, 4 coalesced
+  // 16-byte loads a lane instead of 8 scattered 8-byte ones, the chunk's scales and biases
+  // right after it): graph chains alternated twice, outputs compared bit for bit.
+  void tiled_shape(int n, int k, double copy_bw) {
+    std::vector<QMat> copies;
+    QMat first = qmat(n, k, 4);
+    const size_t bytes = first.bytes();
+    const int count = std::max<int>(2, int((size_t{400} << 20) / bytes) + 1);
+    copies.push_back(std::move(first));
+    for (int i = 1; i < count; ++i) copies.push_back(qmat(n, k, 4));
+    std::vector<DeviceBuffer> bufs;
+    std::vector<AffineQuantWeight> row_major, tiled;
+    for (const QMat& q : copies) {
+      const AffineQuantWeight w = q.weight();
+      row_major.push_back(w);
+      bufs.push_back(raw(affine_tiled_bytes(w, AffineLayout::kTiledPlain)));
+      CK(affine_tile(w, AffineLayout::kTiledPlain, 0, bufs.back().data(), st_));
+      AffineQuantWeight t = w;
+      t.packed = bufs.back().as<uint32_t>();
+      t.scales = nullptr;
+      t.biases = nullptr;
+      t.layout = AffineLayout::kTiledPlain;
+      tiled.push_back(t);
+    }
+    DeviceBuffer x = bf16(k, 1.0f);
+    DeviceBuffer y = raw(size_t(n) * 4 + 16);
+    const bool f32 = logits_shape(n);
+    auto launch = [&](const AffineQuantWeight& w) {
+      AffineGemvArgs a;
+      a.w = w;
+      a.x = x.as<Bf16>();
+      a.ldx = k;
+      a.y = y.data();
+      a.ldy = n;
+      a.y_f32 = f32;
+      a.m = 1;
+      a.sm_count = sms_;
+      a.kernel = AffineGemvKernel::kTensorCore;
+      CK(affine_gemv(a, st_));
+    };
+    const size_t out_bytes = size_t(n) * (f32 ? 4 : 2);
+    std::vector<unsigned char> want(out_bytes), got(out_bytes);
+    for (auto* ws : {&row_major, &tiled}) {
+      CK(cudaMemsetAsync(y.data(), 0, out_bytes, st_));
+      launch((*ws)[0]);
+      CK(cudaMemcpyAsync(ws == &row_major ? want.data() : got.data(), y.data(), out_bytes,
+                         cudaMemcpyDeviceToHost, st_));
+    }
+    CK(cudaStreamSynchronize(st_));
+    std::printf("  tiled n=%6d k=%5d: outputs %s\n", n, k,
+                want == got ? "identical" : "DIFFER (bits)");
+    const int chain = std::max<int>(16, int(copies.size()));
+    for (int round = 0; round < 2; ++round) {
+      for (auto* ws : {&row_major, &tiled}) {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(st_, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < chain; ++i) launch((*ws)[i % ws->size()]);
+        CK(cudaStreamEndCapture(st_, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        const double us = median_ms(
+                              st_, [&](int) { CK(cudaGraphLaunch(exec, st_)); }, 10, 2) /
+                          chain * 1e3;
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        const double bw = bytes / (us * 1e-6);
+        std::printf("  %-16s n=%6d k=%5d: %7.2f us/launch  %.3f TB/s  %3.0f%% of copy\n",
+                    ws == &row_major ? "tensor row-major" : "tensor tiled", n, k, us, bw / 1e12,
+                    100 * bw / copy_bw);
+      }
+    }
+    std::fflush(stdout);
+  }
+
   // lm_head's shape: the GEMV writes f32 logits.
   static bool logits_shape(int n) { return n > 100000; }
 
@@ -1310,25 +1385,46 @@ void decode_step(Lab& lab, double copy_bw,
   // The lean stack: src's fused forms take the norms, the residual adds, the SiLU gate and
   // (tensor-core kernel) RoPE + the KV write: 5 kernels a layer as in the model's fused
   // quantized decode (the register kernel: 6, rope_kv_write apart), with and without PDL.
-  // Variants 4 and 5 (tensor core, PDL): chunk 1 also loaded before the wait
-  // (kMmaRegistersEarly) in the o GEMV only, whose predecessor (batch-1 attention, 8 blocks)
-  // leaves the other multiprocessors free, or in every GEMV.
-  for (int variant = 0; variant < 6; ++variant) {
+  // Variant 4 (tensor core, PDL): every GEMV on its weight in the tiled layout the model
+  // relays it into at load (affine_tile: RoPE pairs for qkv, gated pairs for gate_up).
+  std::vector<DeviceBuffer> tiled_bufs;
+  std::vector<AffineQuantWeight> tiled_qkv, tiled_o, tiled_gu, tiled_down;
+  AffineQuantWeight tiled_lm_head;
+  auto tile = [&](const QMat& q, AffineLayout layout, int head_dim) {
+    const AffineQuantWeight w = q.weight();
+    tiled_bufs.push_back(lab.raw(affine_tiled_bytes(w, layout)));
+    CK(affine_tile(w, layout, head_dim, tiled_bufs.back().data(), st));
+    AffineQuantWeight t = w;
+    t.packed = tiled_bufs.back().as<uint32_t>();
+    t.scales = nullptr;
+    t.biases = nullptr;
+    t.layout = layout;
+    t.tile_head_dim = head_dim;
+    return t;
+  };
+  for (int l = 0; l < s.layers; ++l) {
+    tiled_qkv.push_back(tile(qkv[l], AffineLayout::kTiledRope, s.hd));
+    tiled_o.push_back(tile(o[l], AffineLayout::kTiledPlain, 0));
+    tiled_gu.push_back(tile(gu[l], AffineLayout::kTiledGated, 0));
+    tiled_down.push_back(tile(down[l], AffineLayout::kTiledPlain, 0));
+  }
+  tiled_lm_head = tile(lm_head, AffineLayout::kTiledPlain, 0);
+  for (int variant = 0; variant < 5; ++variant) {
     const int pdl = variant >= 4 ? 1 : variant & 1;
     const AffineGemvKernel kernel =
         variant < 2 ? AffineGemvKernel::kRegister : AffineGemvKernel::kTensorCore;
     const bool use_pdl = pdl == 1 && lab.props_.major >= 9;
-    const bool early_o = variant >= 4;
-    const bool early_all = variant == 5;
+    const bool tiled = variant == 4;
+    auto W = [&](const QMat& q, const AffineQuantWeight& t) { return tiled ? t : q.weight(); };
     // With `rope`, the qkv GEMV takes rope_kv_write's work in its epilogue where supported
     // (as the model's fused decode does); otherwise it stores and rope_kv_write runs.
-    auto gemv = [&](const QMat& q, const DeviceBuffer& x, void* y, int64_t ldy, bool f32,
-                    GemvEpilogue e, const DeviceBuffer* norm, const RopeKvWriteArgs* rope = nullptr,
-                    bool early = false) {
+    auto gemv = [&](const AffineQuantWeight& w, const DeviceBuffer& x, void* y, int64_t ldy,
+                    bool f32, GemvEpilogue e, const DeviceBuffer* norm,
+                    const RopeKvWriteArgs* rope = nullptr) {
       AffineGemvArgs a;
-      a.w = q.weight();
+      a.w = w;
       a.x = x.as<Bf16>();
-      a.ldx = q.k;
+      a.ldx = w.k;
       a.y = y;
       a.ldy = ldy;
       a.y_f32 = f32;
@@ -1338,13 +1434,7 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
-      auto launch = [&](const AffineGemvArgs& args) {
-        if ((early || early_all) && detail::affine_gemv_mma_supported(args)) {
-          CK(detail::affine_gemv_mma(args, st, detail::kMmaRegistersEarly));
-        } else {
-          CK(affine_gemv(args, st));
-        }
-      };
+      auto launch = [&](const AffineGemvArgs& args) { CK(affine_gemv(args, st)); };
       if (rope != nullptr) {
         AffineGemvArgs fused = a;
         fused.epilogue = GemvEpilogue::kRopeKvWrite;
@@ -1374,7 +1464,8 @@ void decode_step(Lab& lab, double copy_bw,
         r.kv_heads = s.kv_heads;
         r.head_dim = s.hd;
         r.rotary_dim = s.hd;
-        gemv(qkv[l], resid, qkv_out.data(), s.qkv(), false, GemvEpilogue::kStore, &norm1[l], &r);
+        gemv(W(qkv[l], tiled_qkv[l]), resid, qkv_out.data(), s.qkv(), false, GemvEpilogue::kStore,
+             &norm1[l], &r);
         PagedAttentionArgs a;
         a.q = q.as<Bf16>();
         a.ld_q = s.hidden;
@@ -1397,12 +1488,15 @@ void decode_step(Lab& lab, double copy_bw,
         a.pdl = use_pdl;  // as the model's decode step sets it
         a.workspace = attn_ws.as<float>();
         CK(paged_attention(a, st));
-        gemv(o[l], attn, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd, nullptr,
-             nullptr, early_o);
-        gemv(gu[l], resid, act.data(), s.inter, false, GemvEpilogue::kGatedSilu, &norm2[l]);
-        gemv(down[l], act, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd, nullptr);
+        gemv(W(o[l], tiled_o[l]), attn, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd,
+             nullptr);
+        gemv(W(gu[l], tiled_gu[l]), resid, act.data(), s.inter, false, GemvEpilogue::kGatedSilu,
+             &norm2[l]);
+        gemv(W(down[l], tiled_down[l]), act, resid.data(), s.hidden, false,
+             GemvEpilogue::kResidualAdd, nullptr);
       }
-      gemv(lm_head, resid, logits.data(), s.vocab, true, GemvEpilogue::kStore, &final_norm);
+      gemv(W(lm_head, tiled_lm_head), resid, logits.data(), s.vocab, true, GemvEpilogue::kStore,
+           &final_norm);
       SamplingArgs sa;
       sa.logits = logits.as<float>();
       sa.ld_logits = s.vocab;
@@ -1429,10 +1523,7 @@ void decode_step(Lab& lab, double copy_bw,
         "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s%s): graph %.3f ms = "
         "%.1f tok/s (%.0f%% of floor)\n",
         kernel == AffineGemvKernel::kRegister ? "register" : "tensor-core", use_pdl ? ", PDL" : "",
-        early_all ? ", 2 chunks early everywhere"
-        : early_o ? ", 2 chunks early in o"
-                  : "",
-        ms, 1e3 / ms, 100 * floor_ms / ms);
+        tiled ? ", tiled weights" : "", ms, 1e3 / ms, 100 * floor_ms / ms);
     std::fflush(stdout);
   }
 }
@@ -1666,6 +1757,11 @@ int run() {
     bulk_stream_lab(lab, copy_bw);
     return 0;
   }
+  if (std::getenv("LAB_TILED") != nullptr) {  // the weight layout A/B only
+    std::printf("== tiled weight layout (kTiledPlain) vs row-major, m=1, 4-bit g64\n");
+    for (auto [n, k] : shapes) lab.tiled_shape(n, k, copy_bw);
+    return 0;
+  }
   if (std::getenv("LAB_NCU") != nullptr) {
     for (auto [n, k] : shapes)
       lab.profile_shape(n, k, 4, {{"src register", src}, {"tensor default", tensor}});
@@ -1678,29 +1774,9 @@ int run() {
   failures += lab.check_fused(8, 1000, 4160, 2);
   failures += lab.check_fused(4, 4096, 14336, 6);
   std::printf("src sweep: %d failures\n", failures);
-  // The tensor-core kernel's designs (detail::MmaDesign); 8 bits fall back to src.
-  auto design = [&](detail::MmaDesign d) {
-    return [&, d](const AffineQuantWeight& w, const Bf16* x, void* y, bool f32) {
-      AffineGemvArgs a;
-      a.w = w;
-      a.x = x;
-      a.ldx = w.k;
-      a.y = y;
-      a.ldy = w.n;
-      a.y_f32 = f32;
-      a.m = 1;
-      a.sm_count = sms;
-      if (detail::affine_gemv_mma_supported(a)) {
-        CK(detail::affine_gemv_mma(a, st, d));
-      } else {
-        CK(affine_gemv(a, st));
-      }
-    };
-  };
   std::vector<std::pair<std::string, Lab::GemvFn>> variants = {
       {"src register", src},
       {"tensor default", tensor},
-      {"tensor regs 1, 2 early", design(detail::kMmaRegistersEarly)},
   };
   if (std::getenv("LAB_ALL") != nullptr) {  // the earlier baselines
     variants.push_back({"v0 (src before)", base});
@@ -1714,9 +1790,8 @@ int run() {
     a.w.scales = a.w.packed;
     a.w.biases = a.w.packed;
     a.m = 1;
-    std::printf("  blocks/SM n=%d k=%d: default %d, early %d\n", n, k,
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegisters),
-                detail::affine_gemv_mma_blocks_per_sm(a, detail::kMmaRegistersEarly));
+    std::printf("  blocks/SM n=%d k=%d: tensor-core kernel %d\n", n, k,
+                detail::affine_gemv_mma_blocks_per_sm(a));
   }
   for (int bits : {4}) {
     std::printf("== GEMV m=1, %d-bit g64 (bytes = packed + bf16 scales + biases)\n", bits);
@@ -1727,9 +1802,10 @@ int run() {
   lab.dequant_shape(4096, 14336, 8, copy_bw);
   std::printf("== decode step\n");
   decode_step(lab, copy_bw,
-              {{"src register", src},
-               {"tensor default", tensor},
-               {"tensor regs 1, 2 early", design(detail::kMmaRegistersEarly)}});
+              {
+                  {"src register", src},
+                  {"tensor default", tensor},
+              });
   (void)async(I6{});
   return 0;
 }

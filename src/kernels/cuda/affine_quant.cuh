@@ -15,16 +15,38 @@
 
 namespace hearth::cuda {
 
+// How a quantized weight's bytes lie on the device. kRowMajor: MLX's (packed rows of k * bits
+// / 32 words; scales and biases [n, k / group_size]). The tiled layouts (affine_tile) serve
+// the tensor-core GEMV only, and affine_dequantize: per 16-row tile and 256-value chunk one
+// block of 2 KB of weights in the mma's lane order (each warp's chunk is 4 coalesced 512-byte
+// loads) followed by the chunk's scales and biases, with the tile's rows those of one GEMV
+// family: kTiledPlain 16 consecutive rows; kTiledGated 8 gate rows j and their up rows
+// n / 2 + j; kTiledRope 8 RoPE pairs (rows i and i + head_dim / 2 of a head).
+enum class AffineLayout { kRowMajor, kTiledPlain, kTiledGated, kTiledRope };
+
 struct AffineQuantWeight {
-  const uint32_t* packed = nullptr;  // [n, k * bits / 32]
-  const void* scales = nullptr;      // [n, k / group_size], bf16 or f16
-  const void* biases = nullptr;      // [n, k / group_size], same type as scales
+  const uint32_t* packed = nullptr;  // [n, k * bits / 32]; tiled: the whole tiled image
+  const void* scales = nullptr;      // [n, k / group_size], bf16 or f16; tiled: unused
+  const void* biases = nullptr;      // [n, k / group_size], same type as scales; tiled: unused
   bool f16_scales = false;           // false: bf16
   int n = 0;
   int k = 0;
   int bits = 4;         // 4 or 8
   int group_size = 64;  // 32, 64 or 128; divides k
+  AffineLayout layout = AffineLayout::kRowMajor;
+  int tile_head_dim = 0;  // kTiledRope: the head size its pairs were taken in
 };
+
+// Whether w (row-major) can be relaid as `layout` (4 bits, groups of 64 or 128, k % 256 == 0;
+// gated: n even; RoPE: head_dim even and dividing n).
+bool affine_tiling_supported(const AffineQuantWeight& w, AffineLayout layout, int head_dim);
+// Bytes of w relaid as `layout` (the weights plus scales and biases; a partial last tile is
+// padded with copies of its last row).
+size_t affine_tiled_bytes(const AffineQuantWeight& w, AffineLayout layout);
+// dst (16-byte aligned, affine_tiled_bytes) = w relaid as `layout`. The weight that reads it:
+// w with packed = dst, scales = biases = null, layout and tile_head_dim = head_dim set.
+cudaError_t affine_tile(const AffineQuantWeight& w, AffineLayout layout, int head_dim, void* dst,
+                        cudaStream_t stream);
 
 constexpr int kAffineGemvMaxRows = 8;
 
@@ -64,7 +86,7 @@ struct AffineGemvArgs {
   int sm_count = 0;
   bool pdl = false;  // programmatic dependent launch (sm_90+ only): the first weight loads
                      // go out before the previous kernel finishes
-  AffineGemvKernel kernel = AffineGemvKernel::kAuto;
+  AffineGemvKernel kernel = AffineGemvKernel::kAuto;  // a tiled weight: the tensor-core one
   // kRopeKvWrite (GemvArgs::rope's contract): w is the fused q|k|v projection; each pair of
   // rows (i, i + head_dim / 2) of a head is rounded to bf16, rotated (q, k) and stored to
   // q_out / the K cache, or copied (v) to the V cache, as rope_kv_write would.
@@ -77,12 +99,13 @@ bool affine_gemv_supported(const AffineGemvArgs& args);
 cudaError_t affine_gemv(const AffineGemvArgs& args, cudaStream_t stream);
 
 // out[t, :] = dequantized row ids[t] of w (an MLX-quantized embedding table [vocab = n,
-// hidden = k]) times scale, rounded to bf16; ids outside [0, n) give zero rows.
+// hidden = k], row-major) times scale, rounded to bf16; ids outside [0, n) give zero rows.
 cudaError_t affine_embedding_gather(const AffineQuantWeight& w, const int32_t* ids, int tokens,
                                     float scale, __nv_bfloat16* out, int64_t ld_out,
                                     cudaStream_t stream);
 
-// out[n, k] (row stride ld_out) = the dequantized weight, rounded to bf16.
+// out[n, k] (row stride ld_out) = the dequantized weight, rounded to bf16 (a tiled weight:
+// the same bits, written from its tiles; ld_out % 8 == 0, out 16-byte aligned).
 cudaError_t affine_dequantize(const AffineQuantWeight& w, __nv_bfloat16* out, int64_t ld_out,
                               cudaStream_t stream);
 

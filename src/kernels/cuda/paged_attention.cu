@@ -28,6 +28,8 @@ struct KeyRange {
   int q_len;
   int lo;
   int hi;
+  int fresh;  // the sequence's first key this step writes (kv_len - q_len): keys below it
+              // were written by earlier steps, so they may load before the PDL wait
 };
 
 __device__ __forceinline__ KeyRange key_range_search(const PagedAttentionArgs& a, int t) {
@@ -44,7 +46,7 @@ __device__ __forceinline__ KeyRange key_range_search(const PagedAttentionArgs& a
   int q_len = a.query_start[lo_seq + 1] - a.query_start[lo_seq];
   int pos = a.kv_lens[lo_seq] - q_len + (t - a.query_start[lo_seq]);
   int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
-  return {lo_seq, q_len, lo, pos + 1};
+  return {lo_seq, q_len, lo, pos + 1, a.kv_lens[lo_seq] - q_len};
 }
 
 // The sequence of token t and its visible keys. First guess: token t is sequence t (a pure
@@ -57,7 +59,7 @@ __device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t
   if (start <= t && t < end) {
     int pos = kv - (end - start) + (t - start);
     int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
-    return {guess, end - start, lo, pos + 1};
+    return {guess, end - start, lo, pos + 1, kv - (end - start)};
   }
   return key_range_search(a, t);
 }
@@ -176,7 +178,27 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
                                                     (rem % kLines) * 128));
     }
   }
-  detail::grid_dependency_wait();  // q and this step's K/V row come from the previous kernel
+  // The warp's first step of K/V rows: keys of earlier steps load before the wait (the
+  // table is step metadata, which no kernel writes); this step's own keys after it, with q.
+  // A key past s_hi loads slot 0's row (never used: its score is -inf, its V zeroed).
+  const int tile0 = s_lo + warp * kKeysPerWarp;
+  Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
+  auto load_key = [&](Vec(&kr)[kChunks], Vec(&vr)[kChunks], int j, int e) {
+    const int64_t off =
+        j < s_hi ? (static_cast<int64_t>(e) * a.block_size + j % a.block_size) * slot_stride : 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      kr[c] = load_stream<kDl>(k_base + off + 4 * kDl * c);
+      vr[c] = load_stream<kDl>(v_base + off + 4 * kDl * c);
+    }
+  };
+  int e0 = entry(tile0 + g);
+  int e1 = entry(tile0 + g + 8);
+  if (tile0 < s_hi) {
+    if (tile0 + g < range.fresh) load_key(k0, v0, tile0 + g, e0);
+    if (tile0 + g + 8 < range.fresh) load_key(k1, v1, tile0 + g + 8, e1);
+  }
+  detail::grid_dependency_wait();  // q and this step's K/V rows come from the previous kernel
   constexpr int kQPerThread = kGroupHeads * kHeadDim / (kW * 32);
   static_assert(kQPerThread * kW * 32 == kGroupHeads * kHeadDim, "q staging covers the group");
   Bf16 q_r[kQPerThread];
@@ -187,9 +209,13 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
   }
+  if (tile0 < s_hi) {
+    if (tile0 + g >= range.fresh) load_key(k0, v0, tile0 + g, e0);
+    if (tile0 + g + 8 >= range.fresh) load_key(k1, v1, tile0 + g + 8, e1);
+  }
   // Block-table entries of the warp's next step are loaded one step ahead.
-  int e0 = entry(s_lo + warp * kKeysPerWarp + g);
-  int e1 = entry(s_lo + warp * kKeysPerWarp + g + 8);
+  e0 = entry(tile0 + g + kStride);
+  e1 = entry(tile0 + g + 8 + kStride);
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
     int i = threadIdx.x + u * kW * 32;
@@ -220,25 +246,17 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
 
-  for (int tile = s_lo + warp * kKeysPerWarp; tile < s_hi; tile += kStride) {
+  for (int tile = tile0; tile < s_hi; tile += kStride) {
     const int j0 = tile + g;
     const int j1 = j0 + 8;
     const bool ok0 = j0 < s_hi;
     const bool ok1 = j1 < s_hi;
-    const int64_t off0 =
-        ok0 ? (static_cast<int64_t>(e0) * a.block_size + j0 % a.block_size) * slot_stride : 0;
-    const int64_t off1 =
-        ok1 ? (static_cast<int64_t>(e1) * a.block_size + j1 % a.block_size) * slot_stride : 0;
-    Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      k0[c] = load_stream<kDl>(k_base + off0 + 4 * kDl * c);
-      k1[c] = load_stream<kDl>(k_base + off1 + 4 * kDl * c);
-      v0[c] = load_stream<kDl>(v_base + off0 + 4 * kDl * c);
-      v1[c] = load_stream<kDl>(v_base + off1 + 4 * kDl * c);
+    if (tile != tile0) {  // the first step's rows are in registers already
+      load_key(k0, v0, j0, e0);
+      load_key(k1, v1, j1, e1);
+      e0 = entry(j0 + kStride);
+      e1 = entry(j1 + kStride);
     }
-    e0 = entry(j0 + kStride);
-    e1 = entry(j1 + kStride);
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // S[key j0][2tq, 2tq+1], S[key j1][2tq, 2tq+1]
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {

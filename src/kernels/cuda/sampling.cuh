@@ -39,9 +39,16 @@ struct SamplingArgs {
   const int32_t* frequency_tokens = nullptr;
   int32_t* counts = nullptr;      // sampling_workspace_bytes(); needed when a penalty list is set
   int32_t* out_tokens = nullptr;  // [rows]
+  // Every row greedy (the caller knows) and greedy_state set: each row's argmax is split over
+  // blocks of 4096 ids that meet in greedy_state (greedy_workspace_bytes(rows), zeroed once
+  // before its first use; a row's last block leaves its entries zero again). Otherwise one
+  // block a row walks the whole vocab.
+  bool all_greedy = false;
+  void* greedy_state = nullptr;
 };
 
 size_t sampling_workspace_bytes(int rows, int vocab);
+size_t greedy_workspace_bytes(int rows);
 
 cudaError_t sample_tokens(const SamplingArgs& args, cudaStream_t stream);
 

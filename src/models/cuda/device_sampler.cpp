@@ -50,7 +50,7 @@ class Image {
 }  // namespace
 
 Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampling> rows,
-                             std::span<int32_t> tokens) {
+                             std::span<int32_t> tokens, cudaEvent_t downloaded) {
   const int n = static_cast<int>(rows.size());
   if (tokens.size() != rows.size()) {
     return invalid_argument_error("{} token slots for {} sampled rows", tokens.size(), n);
@@ -162,6 +162,20 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
   }
   a.counts = penalties ? counts_.as<int32_t>() : nullptr;
   a.out_tokens = out_.as<int32_t>();
+  // Greedy rows only (on_host rows are plain argmaxes too): the argmax split over blocks.
+  a.all_greedy = std::all_of(params.begin(), params.end(), [](const cuda::SamplingRow& p) {
+    return p.temperature <= 0.0f || p.top_k == 1;
+  });
+  if (a.all_greedy) {
+    const std::size_t bytes = cuda::greedy_workspace_bytes(n);
+    if (greedy_.size() < bytes) {
+      greedy_ = cuda::DeviceBuffer();
+      HEARTH_ASSIGN_OR_RETURN(greedy_, ctx_.allocate(bytes * 2, "greedy sampling slots"));
+      HEARTH_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(greedy_.data(), 0, greedy_.size(), st),
+                                         "zeroing the greedy sampling slots"));
+    }
+    a.greedy_state = greedy_.data();
+  }
   HEARTH_RETURN_IF_ERROR(cuda_status(cuda::sample_tokens(a, st), "sampling on the device"));
   // The ids land in the pinned staging buffer (its parameter image was consumed by the
   // upload above, which precedes this copy on the stream).
@@ -169,6 +183,10 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
       cuda_status(cudaMemcpyAsync(staging_.data(), out_.data(), n * sizeof(int32_t),
                                   cudaMemcpyDeviceToHost, st),
                   "downloading sampled ids"));
+  if (downloaded != nullptr) {
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cudaEventRecord(downloaded, st), "recording the step clock"));
+  }
   HEARTH_RETURN_IF_ERROR(ctx_.synchronize());
   std::memcpy(tokens.data(), staging_.data(), n * sizeof(int32_t));
   return ok_status();

@@ -36,9 +36,10 @@ class DeviceSampler {
   explicit DeviceSampler(cuda::DeviceContext& ctx) : ctx_(ctx) {}
 
   // Samples rows.size() rows of logits [rows, vocab] (f32, device, modified in place) on the
-  // context's stream, then copies the ids into `tokens` and waits for them.
+  // context's stream, then copies the ids into `tokens` and waits for them; `downloaded`, when
+  // set, is recorded on the stream after the ids' download (a StepClock's end).
   Status sample(float* logits, int vocab, std::span<const RowSampling> rows,
-                std::span<int32_t> tokens);
+                std::span<int32_t> tokens, cudaEvent_t downloaded = nullptr);
 
  private:
   cuda::DeviceContext& ctx_;
@@ -46,6 +47,7 @@ class DeviceSampler {
   cuda::DeviceBuffer image_;   // device copy of the parameter image
   cuda::DeviceBuffer counts_;  // penalty counters [2, rows, vocab]
   cuda::DeviceBuffer out_;     // int32 [rows]
+  cuda::DeviceBuffer greedy_;  // the split argmax's meeting slots (zero between calls)
 };
 
 }  // namespace hearth

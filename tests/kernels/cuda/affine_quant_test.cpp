@@ -19,6 +19,28 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
+// w relaid as `layout` (affine_tile) into `buf`, allocated here; the weight that reads it.
+AffineQuantWeight tiled_copy(DeviceContext& ctx, const AffineQuantWeight& w, AffineLayout layout,
+                             int head_dim, DeviceBuffer& buf) {
+  auto b = ctx.allocate(affine_tiled_bytes(w, layout), "tiled weight");
+  EXPECT_TRUE(b.ok());
+  buf = std::move(b).value();
+  EXPECT_EQ(affine_tile(w, layout, head_dim, buf.data(), ctx.stream()), cudaSuccess);
+  AffineQuantWeight t = w;
+  t.packed = buf.as<uint32_t>();
+  t.scales = nullptr;
+  t.biases = nullptr;
+  t.layout = layout;
+  t.tile_head_dim = head_dim;
+  return t;
+}
+
+std::vector<uint16_t> bits16(const std::vector<Bf16>& v) {
+  std::vector<uint16_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * 2);
+  return out;
+}
+
 struct QuantCase {
   int bits, group_size, n, k, m;
   bool f16_scales;
@@ -140,14 +162,31 @@ TEST_P(AffineQuantTest, GemvAndDequantizeMatchRef) {
     EXPECT_LT(relative_error(got, want), tol)
         << (tensor ? "tensor-core kernel" : "register kernel");
     if (!tensor) continue;
-    // Each way the tensor-core kernel can feed its registers: the same sums, the same bits.
+    // The same weight tiled (kTiledPlain): the same sums, the same bits; the register kernel
+    // and the embedding gather refuse it; its dequantization writes the row-major bits.
     const std::vector<float> first = got;
-    for (detail::MmaDesign d : {detail::kMmaRegisters, detail::kMmaRegistersEarly}) {
-      ASSERT_EQ(detail::affine_gemv_mma(a, ctx_->stream(), d), cudaSuccess);
-      y32 = download<float>(dy32, c.m * ldy);
-      for (int r = 0; r < c.m; ++r) std::copy_n(&y32[r * ldy], c.n, &got[r * c.n]);
-      EXPECT_EQ(got, first) << "design " << d;
-    }
+    DeviceBuffer tiled_buf;
+    AffineGemvArgs t = a;
+    t.w = tiled_copy(*ctx_, w, AffineLayout::kTiledPlain, 0, tiled_buf);
+    ASSERT_TRUE(affine_gemv_supported(t));
+    ASSERT_EQ(affine_gemv(t, ctx_->stream()), cudaSuccess);
+    y32 = download<float>(dy32, c.m * ldy);
+    for (int r = 0; r < c.m; ++r) std::copy_n(&y32[r * ldy], c.n, &got[r * c.n]);
+    EXPECT_EQ(got, first) << "tiled layout";
+    t.kernel = AffineGemvKernel::kRegister;
+    EXPECT_FALSE(affine_gemv_supported(t));
+    DeviceBuffer one_id = upload(std::vector<int32_t>{0});
+    DeviceBuffer one_row = poisoned<Bf16>(c.k);
+    EXPECT_EQ(affine_embedding_gather(t.w, one_id.as<int32_t>(), 1, 1.0f, one_row.as<Bf16>(), c.k,
+                                      ctx_->stream()),
+              cudaErrorInvalidValue);
+    DeviceBuffer d_row = poisoned<Bf16>(static_cast<size_t>(c.n) * c.k);
+    DeviceBuffer d_tiled = poisoned<Bf16>(static_cast<size_t>(c.n) * c.k);
+    ASSERT_EQ(affine_dequantize(w, d_row.as<Bf16>(), c.k, ctx_->stream()), cudaSuccess);
+    ASSERT_EQ(affine_dequantize(t.w, d_tiled.as<Bf16>(), c.k, ctx_->stream()), cudaSuccess);
+    EXPECT_EQ(bits16(download<Bf16>(d_tiled, static_cast<size_t>(c.n) * c.k)),
+              bits16(download<Bf16>(d_row, static_cast<size_t>(c.n) * c.k)))
+        << "tiled dequantize";
   }
 
   // Quantized embedding rows (MLX quantizes embed_tokens too): ref's weight_row, bf16.
@@ -239,11 +278,6 @@ TEST_P(AffineFusedTest, MatchesUnfusedKernels) {
   AffineQuantWeight w1 = w2;  // the gate half alone
   w1.n = c.n;
   cudaStream_t st = ctx_->stream();
-  auto bits16 = [](const std::vector<Bf16>& v) {
-    std::vector<uint16_t> out(v.size());
-    std::memcpy(out.data(), v.data(), v.size() * 2);
-    return out;
-  };
 
   // Unfused references.
   DeviceBuffer xn = poisoned<Bf16>(static_cast<size_t>(c.m) * c.k);
@@ -308,6 +342,37 @@ TEST_P(AffineFusedTest, MatchesUnfusedKernels) {
     auto got = from_bf16(download<Bf16>(act, c.m * c.n));
     auto ref = from_bf16(download<Bf16>(act_ref, c.m * c.n));
     EXPECT_LT(relative_error(got, std::vector<double>(ref.begin(), ref.end())), 8e-3);
+    // The tensor-core kernel on the weight tiled in gated pairs (kTiledGated): the gate's
+    // bits, and per-row stores through it the plain [gate | up] GEMV's bits.
+    AffineGemvArgs tc = a;
+    tc.kernel = AffineGemvKernel::kTensorCore;
+    if (affine_gemv_supported(tc)) {
+      ASSERT_EQ(affine_gemv(tc, st), cudaSuccess);
+      const auto want_gate = bits16(download<Bf16>(act, c.m * c.n));
+      DeviceBuffer tiled_buf;
+      tc.w = tiled_copy(*ctx_, w2, AffineLayout::kTiledGated, 0, tiled_buf);
+      DeviceBuffer act_tiled = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+      tc.y = act_tiled.data();
+      ASSERT_TRUE(affine_gemv_supported(tc));
+      ASSERT_EQ(affine_gemv(tc, st), cudaSuccess);
+      EXPECT_EQ(bits16(download<Bf16>(act_tiled, c.m * c.n)), want_gate) << "tiled gate";
+      AffineGemvArgs rows = tc;
+      rows.norm_weight = nullptr;
+      rows.epilogue = GemvEpilogue::kStore;
+      rows.ldy = 2 * c.n;
+      DeviceBuffer gu_tiled = poisoned<Bf16>(static_cast<size_t>(c.m) * 2 * c.n);
+      rows.y = gu_tiled.data();
+      ASSERT_TRUE(affine_gemv_supported(rows));
+      ASSERT_EQ(affine_gemv(rows, st), cudaSuccess);
+      AffineGemvArgs plain = rows;
+      plain.w = w2;
+      DeviceBuffer gu_plain = poisoned<Bf16>(static_cast<size_t>(c.m) * 2 * c.n);
+      plain.y = gu_plain.data();
+      ASSERT_EQ(affine_gemv(plain, st), cudaSuccess);
+      EXPECT_EQ(bits16(download<Bf16>(gu_tiled, c.m * 2 * c.n)),
+                bits16(download<Bf16>(gu_plain, c.m * 2 * c.n)))
+          << "per-row stores through gated tiles";
+    }
   }
 }
 
@@ -429,23 +494,37 @@ TEST_P(AffineRopeTest, MatchesGemvThenRopeKvWrite) {
   DeviceBuffer rep_k = poisoned<Bf16>(cache_elems);
   DeviceBuffer rep_v = poisoned<Bf16>(cache_elems);
   run_fused(true, rep_q, rep_k, rep_v);
-  auto bits16 = [](const std::vector<Bf16>& v) {
-    std::vector<uint16_t> out(v.size());
-    std::memcpy(out.data(), v.data(), v.size() * 2);
-    return out;
-  };
+  // The weight tiled in RoPE pairs (kTiledRope): the same bits, eager.
+  DeviceBuffer tiled_buf;
+  const AffineQuantWeight row_major = g.w;
+  g.w = tiled_copy(*ctx_, row_major, AffineLayout::kTiledRope, c.head_dim, tiled_buf);
+  DeviceBuffer til_q = poisoned<Bf16>(c.m * ld_q);
+  DeviceBuffer til_k = poisoned<Bf16>(cache_elems);
+  DeviceBuffer til_v = poisoned<Bf16>(cache_elems);
+  run_fused(false, til_q, til_k, til_v);
+  // ... and its per-row stores (the unfused qkv GEMV on it) the plain store's bits.
+  DeviceBuffer qkv_tiled = poisoned<Bf16>(size_t(c.m) * n);
+  AffineGemvArgs tiled_plain = plain;
+  tiled_plain.w = g.w;
+  tiled_plain.y = qkv_tiled.data();
+  ASSERT_TRUE(affine_gemv_supported(tiled_plain));
+  ASSERT_EQ(affine_gemv(tiled_plain, st), cudaSuccess);
+  EXPECT_EQ(bits16(download<Bf16>(qkv_tiled, size_t(c.m) * n)),
+            bits16(download<Bf16>(qkv, size_t(c.m) * n)))
+      << "per-row stores through RoPE tiles";
   struct Out {
     const char* what;
-    DeviceBuffer *want, *got, *replay;
+    DeviceBuffer *want, *got, *replay, *tiled;
     size_t elems;
   };
-  Out outs[] = {{"q", &want_q, &got_q, &rep_q, size_t(c.m) * ld_q},
-                {"k cache", &want_k, &got_k, &rep_k, cache_elems},
-                {"v cache", &want_v, &got_v, &rep_v, cache_elems}};
+  Out outs[] = {{"q", &want_q, &got_q, &rep_q, &til_q, size_t(c.m) * ld_q},
+                {"k cache", &want_k, &got_k, &rep_k, &til_k, cache_elems},
+                {"v cache", &want_v, &got_v, &rep_v, &til_v, cache_elems}};
   for (const Out& o : outs) {
     auto want = bits16(download<Bf16>(*o.want, o.elems));
     EXPECT_EQ(bits16(download<Bf16>(*o.got, o.elems)), want) << o.what << ": not bit-identical";
     EXPECT_EQ(bits16(download<Bf16>(*o.replay, o.elems)), want) << o.what << ": graph replay";
+    EXPECT_EQ(bits16(download<Bf16>(*o.tiled, o.elems)), want) << o.what << ": tiled layout";
   }
 }
 

@@ -1,6 +1,7 @@
 // On-device sampling: greedy ties, logit_bias, penalties, and the truncations (top-k,
 // top-p, min-p) checked by drawing many times with different steps and comparing the set
 // of drawn ids and their frequencies with the distribution computed on the host.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -90,6 +91,38 @@ TEST_F(SamplingTest, GreedyArgmaxOverALargeVocabAlignedOrNot) {
   ids = sample(logits, vocab, {greedy, greedy});
   EXPECT_EQ(ids[0], vocab - 1);
   EXPECT_EQ(ids[1], vocab - 1);
+}
+
+// The split argmax (every row greedy, blocks of 4096 ids meeting in a zeroed state): the
+// same ids as one block a row, ties across blocks to the lowest id, and its slots left zero
+// so the next call (same state, no re-zeroing) is right again.
+TEST_F(SamplingTest, SplitGreedyArgmaxMatchesAndLeavesItsStateZero) {
+  const int vocab = 128259;
+  auto logits = random_bf16_values(vocab, 73);
+  logits[100001] = 9.0f;
+  logits[4099] = 9.0f;  // another block, same value: the lower id wins
+  SamplingRow greedy;
+  greedy.temperature = 0.0f;
+  SamplingRow top1;
+  top1.top_k = 1;
+  const int rows = 3;
+  auto state = ctx_->allocate(greedy_workspace_bytes(rows), "greedy state");
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(cudaMemset(state->data(), 0, greedy_workspace_bytes(rows)), cudaSuccess);
+  SamplingArgs split;
+  split.all_greedy = true;
+  split.greedy_state = state->data();
+  for (int round = 0; round < 2; ++round) {
+    auto ids = sample(logits, vocab, {greedy, top1, greedy}, split);
+    EXPECT_EQ(ids, (std::vector<int32_t>{4099, 4099, 4099})) << "round " << round;
+  }
+  logits[vocab - 1] = 9.5f;  // the last block's scalar tail
+  auto ids = sample(logits, vocab, {greedy, greedy, greedy}, split);
+  EXPECT_EQ(ids, (std::vector<int32_t>{vocab - 1, vocab - 1, vocab - 1}));
+  std::vector<unsigned char> left(greedy_workspace_bytes(rows), 1);
+  ASSERT_EQ(cudaMemcpy(left.data(), state->data(), left.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](unsigned char b) { return b == 0; }));
 }
 
 TEST_F(SamplingTest, TopKTopPMinPKeepTheRightSets) {
