@@ -665,102 +665,108 @@ __device__ __forceinline__ int64_t mapped_row(int map, int tile, int r, int outp
   }
 }
 
-// One thread a 16-byte lane slot (tile, chunk, step u, lane): 8 bytes of each of the lane's
-// two rows; the slots of step 0, t == 0 also write the rows' scale record.
-__global__ void tile_layout_kernel(AffineQuantWeight w, int map, int head_dim, char* dst) {
-  const int chunks = w.k / kChunkK;
-  const int scale_bytes = 2 * kChunkK / w.group_size;  // a row's scales per chunk: 8 or 4
-  const int per = scale_bytes / 2;                     // groups a chunk
+// The tiled blocks of w: tiles x chunks of them (see tiled_block_bytes).
+struct TiledGeometry {
+  int map, outputs, chunks, blocks, scale_bytes, per;  // per: groups a chunk
+  __host__ __device__ TiledGeometry(const AffineQuantWeight& w, AffineLayout layout) {
+    map = layout_map(layout);
+    outputs = map == kMapPlain ? w.n : w.n / 2;
+    chunks = w.k / kChunkK;
+    blocks = ceil_div(outputs, map == kMapPlain ? 16 : 8) * chunks;
+    scale_bytes = 2 * kChunkK / w.group_size;
+    per = scale_bytes / 2;
+  }
+};
+
+// A block of 128 threads a tiled block at a time: thread (u, lane) is the lane slot of step
+// u, 8 bytes of each of the lane's two rows; the slots of step 0, t == 0 also write the rows'
+// scale record.
+__global__ void __launch_bounds__(128)
+    tile_layout_kernel(AffineQuantWeight w, AffineLayout layout, int head_dim, char* dst) {
+  const TiledGeometry geo(w, layout);
   const int64_t block_bytes = tiled_block_bytes(w.group_size);
   const int groups = w.k / w.group_size;
-  const int outputs = map == kMapPlain ? w.n : w.n / 2;
-  const int tiles = ceil_div(outputs, map == kMapPlain ? 16 : 8);
-  const int64_t total = static_cast<int64_t>(tiles) * chunks * kChunkSteps * 32;
   const int64_t row_bytes = w.k / 2;
   const char* packed = reinterpret_cast<const char*>(w.packed);
   const auto* sc = static_cast<const uint16_t*>(w.scales);
   const auto* bi = static_cast<const uint16_t*>(w.biases);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int lane = static_cast<int>(i % 32);
-    const int u = static_cast<int>(i / 32 % kChunkSteps);
-    const int64_t tile_chunk = i / (32 * kChunkSteps);
-    const int chunk = static_cast<int>(tile_chunk % chunks);
-    const int tile = static_cast<int>(tile_chunk / chunks);
-    const int g = lane >> 2;
-    const int t = lane & 3;
+  const int u = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  for (int tc = blockIdx.x; tc < geo.blocks; tc += gridDim.x) {
+    const int tile = tc / geo.chunks;
+    const int chunk = tc - tile * geo.chunks;
     bool real;
-    const int64_t ra = mapped_row(map, tile, g, outputs, head_dim, &real);
-    const int64_t rb = mapped_row(map, tile, g + 8, outputs, head_dim, &real);
+    const int64_t ra = mapped_row(geo.map, tile, g, geo.outputs, head_dim, &real);
+    const int64_t rb = mapped_row(geo.map, tile, g + 8, geo.outputs, head_dim, &real);
     const int64_t off = chunk * 128 + u * 32 + t * 8;
     const uint2 a = *reinterpret_cast<const uint2*>(packed + ra * row_bytes + off);
     const uint2 b = *reinterpret_cast<const uint2*>(packed + rb * row_bytes + off);
-    char* block = dst + tile_chunk * block_bytes;
+    char* block = dst + tc * block_bytes;
     reinterpret_cast<uint4*>(block)[u * 32 + lane] = make_uint4(a.x, a.y, b.x, b.y);
     if (u == 0 && t == 0) {
-      auto* rec = reinterpret_cast<uint16_t*>(block + 2048 + g * 4 * scale_bytes);
-      for (int j = 0; j < per; ++j) {
-        const int64_t ga = ra * groups + chunk * per + j;
-        const int64_t gb = rb * groups + chunk * per + j;
+      auto* rec = reinterpret_cast<uint16_t*>(block + 2048 + g * 4 * geo.scale_bytes);
+      for (int j = 0; j < geo.per; ++j) {
+        const int64_t ga = ra * groups + chunk * geo.per + j;
+        const int64_t gb = rb * groups + chunk * geo.per + j;
         rec[j] = sc[ga];
-        rec[per + j] = bi[ga];
-        rec[2 * per + j] = sc[gb];
-        rec[3 * per + j] = bi[gb];
+        rec[geo.per + j] = bi[ga];
+        rec[2 * geo.per + j] = sc[gb];
+        rec[3 * geo.per + j] = bi[gb];
       }
     }
   }
 }
 
-// The inverse: one thread a lane slot writes its real rows' 16 values each, as
-// affine_dequantize's row-major kernel computes them (s * q + b, rounded to bf16 in pairs).
+// The inverse: a block of 128 threads a tiled block at a time, each thread 4 of its 512
+// output pieces (tile row r, values 8p .. 8p + 7 of the chunk), so a warp writes one row's
+// 512 contiguous bytes; the values as affine_dequantize's row-major kernel computes them
+// (s * q + b, rounded to bf16 in pairs).
 template <typename ScaleT>
-__global__ void dequantize_tiled_kernel(AffineQuantWeight w, __nv_bfloat16* out, int64_t ld_out) {
-  const int map = layout_map(w.layout);
-  const int chunks = w.k / kChunkK;
-  const int scale_bytes = 2 * kChunkK / w.group_size;
-  const int per = scale_bytes / 2;
+__global__ void __launch_bounds__(128)
+    dequantize_tiled_kernel(AffineQuantWeight w, __nv_bfloat16* out, int64_t ld_out) {
+  const TiledGeometry geo(w, w.layout);
   const int64_t block_bytes = tiled_block_bytes(w.group_size);
-  const int outputs = map == kMapPlain ? w.n : w.n / 2;
-  const int tiles = ceil_div(outputs, map == kMapPlain ? 16 : 8);
-  const int64_t total = static_cast<int64_t>(tiles) * chunks * kChunkSteps * 32;
   const char* packed = reinterpret_cast<const char*>(w.packed);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int lane = static_cast<int>(i % 32);
-    const int u = static_cast<int>(i / 32 % kChunkSteps);
-    const int64_t tile_chunk = i / (32 * kChunkSteps);
-    const int chunk = static_cast<int>(tile_chunk % chunks);
-    const int tile = static_cast<int>(tile_chunk / chunks);
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const char* block = packed + tile_chunk * block_bytes;
-    const uint4 v = reinterpret_cast<const uint4*>(block)[u * 32 + lane];
-    const auto* rec = reinterpret_cast<const uint16_t*>(block + 2048 + g * 4 * scale_bytes);
-    const int col = chunk * kChunkK + u * kStepK + t * 16;  // the lane's 16 values
-    const int gi = (u * kStepK) / w.group_size;             // their group within the chunk
-    for (int half = 0; half < 2; ++half) {
+  for (int tc = blockIdx.x; tc < geo.blocks; tc += gridDim.x) {
+    const int tile = tc / geo.chunks;
+    const int chunk = tc - tile * geo.chunks;
+    const char* block = packed + tc * block_bytes;
+    for (int piece = threadIdx.x; piece < 512; piece += 128) {
+      const int r = piece >> 5;  // tile row
+      const int p = piece & 31;  // 8-value piece of its 256
       bool real;
-      const int64_t row = mapped_row(map, tile, g + 8 * half, outputs, w.tile_head_dim, &real);
+      const int64_t row = mapped_row(geo.map, tile, r, geo.outputs, w.tile_head_dim, &real);
       if (!real) continue;
-      const float s = scale_to_float<ScaleT>(rec[2 * half * per + gi]);
-      const float b = scale_to_float<ScaleT>(rec[(2 * half + 1) * per + gi]);
-      const uint32_t words[2] = {half == 0 ? v.x : v.z, half == 0 ? v.y : v.w};
-      uint32_t o[8];
+      const int u = p >> 3;        // step
+      const int t = (p >> 1) & 3;  // the lane (g = r % 8, t) that holds it
+      const int word = p & 1;      // which of that lane's two words of row r
+      const int second = r >> 3;   // rows g + 8: the slot's second 8 bytes
+      const int g = r & 7;
+      const uint32_t q = __ldg(reinterpret_cast<const uint32_t*>(block) + (u * 32 + g * 4 + t) * 4 +
+                               second * 2 + word);
+      const auto* rec = reinterpret_cast<const uint16_t*>(block + 2048 + g * 4 * geo.scale_bytes);
+      const int gi = (u * kStepK) / w.group_size;  // the piece's group within the chunk
+      const float s = scale_to_float<ScaleT>(rec[2 * second * geo.per + gi]);
+      const float b = scale_to_float<ScaleT>(rec[(2 * second + 1) * geo.per + gi]);
+      uint32_t o[4];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int v0 = 2 * j;
-        const int v1 = v0 + 1;
-        const float f0 = s * static_cast<float>((words[v0 / 8] >> (4 * (v0 % 8))) & 15u) + b;
-        const float f1 = s * static_cast<float>((words[v1 / 8] >> (4 * (v1 % 8))) & 15u) + b;
+      for (int j = 0; j < 4; ++j) {
+        const float f0 = s * static_cast<float>((q >> (8 * j)) & 15u) + b;
+        const float f1 = s * static_cast<float>((q >> (8 * j + 4)) & 15u) + b;
         const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
         o[j] = *reinterpret_cast<const uint32_t*>(&h);
       }
-      uint4* dst = reinterpret_cast<uint4*>(out + row * ld_out + col);
-      __stcs(dst, make_uint4(o[0], o[1], o[2], o[3]));
-      __stcs(dst + 1, make_uint4(o[4], o[5], o[6], o[7]));
+      const int col = chunk * kChunkK + u * kStepK + t * 16 + word * 8;
+      __stcs(reinterpret_cast<uint4*>(out + row * ld_out + col),
+             make_uint4(o[0], o[1], o[2], o[3]));
     }
   }
 }
+
+// Blocks for a walk over the tiled blocks: enough to fill any device several times over.
+int tiled_grid(const TiledGeometry& geo) { return std::max(1, std::min(geo.blocks, 8192)); }
 
 }  // namespace
 
@@ -770,10 +776,11 @@ cudaError_t affine_dequantize_tiled(const AffineQuantWeight& w, __nv_bfloat16* o
       reinterpret_cast<uintptr_t>(out) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
+  const int grid = tiled_grid(TiledGeometry(w, w.layout));
   if (w.f16_scales) {
-    dequantize_tiled_kernel<__half><<<1024, 256, 0, stream>>>(w, out, ld_out);
+    dequantize_tiled_kernel<__half><<<grid, 128, 0, stream>>>(w, out, ld_out);
   } else {
-    dequantize_tiled_kernel<__nv_bfloat16><<<1024, 256, 0, stream>>>(w, out, ld_out);
+    dequantize_tiled_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(w, out, ld_out);
   }
   return cudaGetLastError();
 }
@@ -816,7 +823,8 @@ cudaError_t affine_tile(const AffineQuantWeight& w, AffineLayout layout, int hea
   if (!affine_tiling_supported(w, layout, head_dim) || reinterpret_cast<uintptr_t>(dst) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  detail::tile_layout_kernel<<<1024, 256, 0, stream>>>(w, detail::layout_map(layout), head_dim,
+  const int grid = detail::tiled_grid(detail::TiledGeometry(w, layout));
+  detail::tile_layout_kernel<<<grid, 128, 0, stream>>>(w, layout, head_dim,
                                                        static_cast<char*>(dst));
   return cudaGetLastError();
 }
