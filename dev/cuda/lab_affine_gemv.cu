@@ -894,12 +894,7 @@ class Lab {
       row_major.push_back(w);
       bufs.push_back(raw(affine_tiled_bytes(w, AffineLayout::kTiledPlain)));
       CK(affine_tile(w, AffineLayout::kTiledPlain, 0, bufs.back().data(), st_));
-      AffineQuantWeight t = w;
-      t.packed = bufs.back().as<uint32_t>();
-      t.scales = nullptr;
-      t.biases = nullptr;
-      t.layout = AffineLayout::kTiledPlain;
-      tiled.push_back(t);
+      tiled.push_back(affine_tiled_view(w, AffineLayout::kTiledPlain, 0, bufs.back().data()));
     }
     DeviceBuffer x = bf16(k, 1.0f);
     DeviceBuffer y = raw(size_t(n) * 4 + 16);
@@ -1394,13 +1389,7 @@ void decode_step(Lab& lab, double copy_bw,
     const AffineQuantWeight w = q.weight();
     tiled_bufs.push_back(lab.raw(affine_tiled_bytes(w, layout)));
     CK(affine_tile(w, layout, head_dim, tiled_bufs.back().data(), st));
-    AffineQuantWeight t = w;
-    t.packed = tiled_bufs.back().as<uint32_t>();
-    t.scales = nullptr;
-    t.biases = nullptr;
-    t.layout = layout;
-    t.tile_head_dim = head_dim;
-    return t;
+    return affine_tiled_view(w, layout, head_dim, tiled_bufs.back().data());
   };
   for (int l = 0; l < s.layers; ++l) {
     tiled_qkv.push_back(tile(qkv[l], AffineLayout::kTiledRope, s.hd));

@@ -43,10 +43,21 @@ bool affine_tiling_supported(const AffineQuantWeight& w, AffineLayout layout, in
 // Bytes of w relaid as `layout` (the weights plus scales and biases; a partial last tile is
 // padded with copies of its last row).
 size_t affine_tiled_bytes(const AffineQuantWeight& w, AffineLayout layout);
-// dst (16-byte aligned, affine_tiled_bytes) = w relaid as `layout`. The weight that reads it:
-// w with packed = dst, scales = biases = null, layout and tile_head_dim = head_dim set.
+// dst (16-byte aligned, affine_tiled_bytes) = w relaid as `layout`; affine_tiled_view gives
+// the weight that reads it.
 cudaError_t affine_tile(const AffineQuantWeight& w, AffineLayout layout, int head_dim, void* dst,
                         cudaStream_t stream);
+// w as affine_tile relaid it into `tiled`: packed = tiled, no separate scales or biases.
+inline AffineQuantWeight affine_tiled_view(const AffineQuantWeight& w, AffineLayout layout,
+                                           int head_dim, const void* tiled) {
+  AffineQuantWeight t = w;
+  t.packed = static_cast<const uint32_t*>(tiled);
+  t.scales = nullptr;
+  t.biases = nullptr;
+  t.layout = layout;
+  t.tile_head_dim = head_dim;
+  return t;
+}
 
 constexpr int kAffineGemvMaxRows = 8;
 

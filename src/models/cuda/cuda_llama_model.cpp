@@ -360,8 +360,8 @@ class CudaLlamaModel : public Model {
   // HEARTH_AFFINE_GEMV at load: kAuto (the tensor-core kernel where it applies, fused decode
   // steps) or kRegister (the HFMA2 kernel, unfused decode steps: the A/B baseline).
   cuda::AffineGemvKernel affine_kernel_ = cuda::AffineGemvKernel::kAuto;
-  bool tiled_weights_ = true;   // HEARTH_AFFINE_LAYOUT: relay decode GEMV weights (tile_for_decode)
-  bool weights_tiled_ = false;  // tile_for_decode did
+  bool tiled_weights_ = true;  // HEARTH_AFFINE_LAYOUT: relay decode GEMV weights (tile_for_decode)
+  int tiled_projections_ = 0;  // relaid by tile_for_decode
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
@@ -463,19 +463,33 @@ Status CudaLlamaModel::tile_for_decode() {
     }
   }
   Stopwatch watch;
+  std::vector<std::tuple<DeviceLinear*, L, int>> jobs;
   for (DeviceLayer& l : layers_) {
-    HEARTH_RETURN_IF_ERROR(tile(l.qkv, qkv_layout, c.head_dim));
-    HEARTH_RETURN_IF_ERROR(tile(l.o, L::kTiledPlain, 0));
-    HEARTH_RETURN_IF_ERROR(tile(l.gate_up, L::kTiledGated, 0));
-    HEARTH_RETURN_IF_ERROR(tile(l.down, L::kTiledPlain, 0));
+    jobs.emplace_back(&l.qkv, qkv_layout, c.head_dim);
+    jobs.emplace_back(&l.o, L::kTiledPlain, 0);
+    jobs.emplace_back(&l.gate_up, L::kTiledGated, 0);
+    jobs.emplace_back(&l.down, L::kTiledPlain, 0);
   }
   // The logits projection, unless it is the (row-major, gathered) embedding table.
   if (!c.tie_word_embeddings && lm_head_.quantized() &&
       cuda::affine_tiling_supported(lm_head_.q, L::kTiledPlain, 0)) {
-    HEARTH_RETURN_IF_ERROR(tile(lm_head_, L::kTiledPlain, 0));
+    jobs.emplace_back(&lm_head_, L::kTiledPlain, 0);
   }
-  weights_tiled_ = true;
-  spdlog::debug("cuda load: decode GEMV weights tiled in {:.0f} ms", watch.elapsed_ms());
+  // A projection is relaid beside its row-major copy, then that copy is freed: the load
+  // peaks one projection higher. Where that does not fit the budget, the rest stay row-major
+  // (either layout serves every call; tiled is only faster).
+  for (const auto& [linear, layout, head_dim] : jobs) {
+    Status st = tile(*linear, layout, head_dim);
+    if (st.code() == ErrorCode::kOutOfMemory) {
+      spdlog::warn("cuda load: {}; the remaining decode GEMV weights stay row-major (slower)",
+                   st.to_string());
+      break;
+    }
+    HEARTH_RETURN_IF_ERROR(st);
+    ++tiled_projections_;
+  }
+  spdlog::debug("cuda load: {} of {} decode GEMV weights tiled in {:.0f} ms", tiled_projections_,
+                jobs.size(), watch.elapsed_ms());
   return ok_status();
 }
 
@@ -485,14 +499,10 @@ Status CudaLlamaModel::tile(DeviceLinear& l, cuda::AffineLayout layout, int head
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cuda::affine_tile(l.q, layout, head_dim, tiled.data(), ctx_->stream()), "tiling weights"));
   HEARTH_RETURN_IF_ERROR(ctx_->synchronize());  // the row-major copy is read until here
+  l.q = cuda::affine_tiled_view(l.q, layout, head_dim, tiled.data());
   l.packed = std::move(tiled);
   l.scales = DeviceBuffer();
   l.biases = DeviceBuffer();
-  l.q.packed = l.packed.as<uint32_t>();
-  l.q.scales = nullptr;
-  l.q.biases = nullptr;
-  l.q.layout = layout;
-  l.q.tile_head_dim = head_dim;
   return ok_status();
 }
 
@@ -508,8 +518,8 @@ std::string CudaLlamaModel::describe() const {
       ctx_->properties().name, ctx_->properties().multiProcessorCount, weights, weight_bytes_ / 1e9,
       !l.quantized()                                        ? "hearth bf16"
       : affine_kernel_ == cuda::AffineGemvKernel::kRegister ? "affine (register dequant, unfused)"
-      : weights_tiled_ ? "affine (tensor cores where they apply, fused, tiled weights)"
-                       : "affine (tensor cores where they apply, fused)",
+      : tiled_projections_ > 0 ? "affine (tensor cores where they apply, fused, tiled weights)"
+                               : "affine (tensor cores where they apply, fused)",
       compiled_decode_ ? "on" : "off", ctx_->used() / 1e9, ctx_->peak() / 1e9,
       ctx_->budget() / 1e9);
 }

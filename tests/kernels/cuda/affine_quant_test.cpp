@@ -26,13 +26,7 @@ AffineQuantWeight tiled_copy(DeviceContext& ctx, const AffineQuantWeight& w, Aff
   EXPECT_TRUE(b.ok());
   buf = std::move(b).value();
   EXPECT_EQ(affine_tile(w, layout, head_dim, buf.data(), ctx.stream()), cudaSuccess);
-  AffineQuantWeight t = w;
-  t.packed = buf.as<uint32_t>();
-  t.scales = nullptr;
-  t.biases = nullptr;
-  t.layout = layout;
-  t.tile_head_dim = head_dim;
-  return t;
+  return affine_tiled_view(w, layout, head_dim, buf.data());
 }
 
 std::vector<uint16_t> bits16(const std::vector<Bf16>& v) {
