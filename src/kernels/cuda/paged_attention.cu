@@ -106,11 +106,14 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 // kDl*(tq + 4c), c < kChunks (16 B loads, 4 lanes cover 64 contiguous bytes). Those
 // registers are the A fragments of S^T[16 keys x 8 heads] = K · Q^T (the dims are
 // permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
-// fragments of O^T[16 dims x 8 heads] += V^T · P^T.
+// fragments of O^T[16 dims x 8 heads] += V^T · P^T. Wide blocks (kWideWarps) run only in
+// grids of at most half the multiprocessors: one a multiprocessor, all its registers.
 template <int kHeadDim, int kW>
-__global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
-                                               (kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2)) /
-                                               (kW > kWarps ? kW / kWarps : 1))
+__global__ void __launch_bounds__(kW * 32,
+                                  kW == kWideWarps
+                                      ? 1
+                                      : (kWarps / kW > 0 ? kWarps / kW : 1) *
+                                            (kHeadDim <= 128 ? 4 : (kHeadDim <= 160 ? 3 : 2)))
     decode_kernel(PagedAttentionArgs a, float* partial_o, float* partial_ml, int skip_q_len) {
   // Our merge kernel (launched programmatically dependent) may start its prologue now; under
   // PDL also the caller's next kernel (the decode step's o GEMV streams its first weights
@@ -178,9 +181,12 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
                                                     (rem % kLines) * 128));
     }
   }
-  // The warp's first step of K/V rows: keys of earlier steps load before the wait (the
-  // table is step metadata, which no kernel writes); this step's own keys after it, with q.
+  // Small grids (batch 1, kWideWarps; latency bound): the warp's first step of K/V rows is
+  // loaded around the wait, keys of earlier steps before it (the table is step metadata,
+  // which no kernel writes), this step's own keys after it, with q. Wider grids load every
+  // step in the loop (holding the rows across q's staging spilled registers at head_dim 128).
   // A key past s_hi loads slot 0's row (never used: its score is -inf, its V zeroed).
+  constexpr bool kEarlyRows = kW == kWideWarps;
   const int tile0 = s_lo + warp * kKeysPerWarp;
   Vec k0[kChunks], k1[kChunks], v0[kChunks], v1[kChunks];
   auto load_key = [&](Vec(&kr)[kChunks], Vec(&vr)[kChunks], int j, int e) {
@@ -194,7 +200,7 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
   };
   int e0 = entry(tile0 + g);
   int e1 = entry(tile0 + g + 8);
-  if (tile0 < s_hi) {
+  if (kEarlyRows && tile0 < s_hi) {
     if (tile0 + g < range.fresh) load_key(k0, v0, tile0 + g, e0);
     if (tile0 + g + 8 < range.fresh) load_key(k1, v1, tile0 + g + 8, e1);
   }
@@ -209,13 +215,15 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
     q_r[u] = hh < heads ? a.q[t * a.ld_q + (head0 + hh) * kHeadDim + (i - hh * kHeadDim)]
                         : __float2bfloat16(0.0f);
   }
-  if (tile0 < s_hi) {
+  if (kEarlyRows && tile0 < s_hi) {
     if (tile0 + g >= range.fresh) load_key(k0, v0, tile0 + g, e0);
     if (tile0 + g + 8 >= range.fresh) load_key(k1, v1, tile0 + g + 8, e1);
   }
   // Block-table entries of the warp's next step are loaded one step ahead.
-  e0 = entry(tile0 + g + kStride);
-  e1 = entry(tile0 + g + 8 + kStride);
+  if constexpr (kEarlyRows) {
+    e0 = entry(tile0 + g + kStride);
+    e1 = entry(tile0 + g + 8 + kStride);
+  }
 #pragma unroll
   for (int u = 0; u < kQPerThread; ++u) {
     int i = threadIdx.x + u * kW * 32;
@@ -251,7 +259,7 @@ __global__ void __launch_bounds__(kW * 32, (kWarps / kW > 0 ? kWarps / kW : 1) *
     const int j1 = j0 + 8;
     const bool ok0 = j0 < s_hi;
     const bool ok1 = j1 < s_hi;
-    if (tile != tile0) {  // the first step's rows are in registers already
+    if (!kEarlyRows || tile != tile0) {  // kEarlyRows: the first step's rows are loaded
       load_key(k0, v0, j0, e0);
       load_key(k1, v1, j1, e1);
       e0 = entry(j0 + kStride);
