@@ -459,7 +459,7 @@ Status CudaLlamaModel::tile_for_decode() {
         !cuda::affine_tiling_supported(l.o.q, L::kTiledPlain, 0) ||
         !cuda::affine_tiling_supported(l.gate_up.q, L::kTiledGated, 0) ||
         !cuda::affine_tiling_supported(l.down.q, L::kTiledPlain, 0)) {
-      return ok_status();  // every layer or none: the fused step runs one code path
+      return ok_status();  // a mixed-bit model keeps MLX's layout throughout
     }
   }
   Stopwatch watch;
