@@ -647,21 +647,16 @@ __host__ __device__ int layout_map(AffineLayout layout) {
                                               : kMapPlain;
 }
 
-template <int kMap>
-__device__ __forceinline__ int64_t mapped_row(int tile, int r, int outputs, int head_dim,
-                                              bool* real) {
-  return tile_row<kMap>(tile, r, outputs, head_dim, real);
-}
-
+// tile_row with the map known at run time (the relayout and tiled-dequantize kernels).
 __device__ __forceinline__ int64_t mapped_row(int map, int tile, int r, int outputs, int head_dim,
                                               bool* real) {
   switch (map) {
     case kMapGated:
-      return mapped_row<kMapGated>(tile, r, outputs, head_dim, real);
+      return tile_row<kMapGated>(tile, r, outputs, head_dim, real);
     case kMapRope:
-      return mapped_row<kMapRope>(tile, r, outputs, head_dim, real);
+      return tile_row<kMapRope>(tile, r, outputs, head_dim, real);
     default:
-      return mapped_row<kMapPlain>(tile, r, outputs, head_dim, real);
+      return tile_row<kMapPlain>(tile, r, outputs, head_dim, real);
   }
 }
 
