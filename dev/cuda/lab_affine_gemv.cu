@@ -464,14 +464,6 @@ __device__ __forceinline__ float chunk_dot_f32(const uint4& p, const uint4* xs, 
   return a0 + a1;
 }
 
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // kSplit warps share one row (each takes every kSplit-th run of 32 chunks); kUnroll chunks
 // per lane are loaded before any is used.
 template <int kBits, int kRows, typename ScaleT, typename OutT, int kSplit, int kUnroll, bool kF32>
@@ -512,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         for (int u = 0; u < kUnroll; ++u) {
           const int c = c0 + u * kStride;
           if (c < chunks) {
-            p[u] = load_stream(wrow + c);
+            p[u] = detail::load_stream16(wrow + c);
             s[u] = to_f(srow[c >> group_shift]);
             b[u] = to_f(brow[c >> group_shift]);
           }
@@ -719,7 +711,7 @@ __global__ void dequant_v1_kernel(AffineQuantWeight w, Bf16* out, int64_t ld_out
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = idx / chunks;
     const int c = int(idx - n * chunks);
-    const uint4 p = load_stream(reinterpret_cast<const uint4*>(w.packed) + idx);
+    const uint4 p = detail::load_stream16(reinterpret_cast<const uint4*>(w.packed) + idx);
     const int g = c * kPer / w.group_size;
     const float s = to_f(static_cast<const Bf16*>(w.scales)[n * groups + g]);
     const float b = to_f(static_cast<const Bf16*>(w.biases)[n * groups + g]);

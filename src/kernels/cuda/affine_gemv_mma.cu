@@ -75,22 +75,6 @@ struct ChunkRegs {
   uint32_t sa[2], ba[2], sb[2], bb[2];
 };
 
-__device__ __forceinline__ uint2 load_stream8(const void* p) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-               : "=r"(v.x), "=r"(v.y)
-               : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ uint4 load_stream16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 template <int kBytes>
 __device__ __forceinline__ void load_scales(const char* p, uint32_t (&dst)[2]) {
   if constexpr (kBytes == 8) {

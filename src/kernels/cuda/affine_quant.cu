@@ -157,15 +157,6 @@ __device__ __forceinline__ float chunk_dot(const uint4& p, const uint4* xs, int 
   return f.x + f.y;
 }
 
-// Read-once weights: non-coherent, no L1 allocation.
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // One output per warp task; `split` warps share a task (each owns every split-th run of 32
 // chunks) and add their sums through shared memory; gated tasks stream two weight rows (j,
 // j + n). kPreload (with PDL): the first task's first weight loads go out before the wait on
@@ -211,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm<kRows, kPair, kPreload
       for (int u = 0; u < kU; ++u) {
         const int c = c0 + u * stride;
         if (c < chunks) {
-          p[q][u] = load_stream(packed + row * chunks + c);
+          p[q][u] = detail::load_stream16(packed + row * chunks + c);
           s[q][u] = to_float(scales[row * groups + (c >> group_shift)]);
           b[q][u] = to_float(biases[row * groups + (c >> group_shift)]);
         }

@@ -1,4 +1,5 @@
-// Device helpers shared by the CUDA kernels: warp/block reductions and bf16 vector loads.
+// Device helpers shared by the CUDA kernels: warp/block reductions, bf16 vector loads and
+// streaming loads.
 // Included only by .cu files (never by host code), so it may use device intrinsics freely.
 #pragma once
 
@@ -93,5 +94,21 @@ __device__ __forceinline__ void load_bf16(const __nv_bfloat16* src, float* dst) 
 }
 
 __host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Read-once data (streamed weights): non-coherent, no L1 allocation; 16 or 8 bytes.
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 load_stream8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
 
 }  // namespace hearth::cuda::detail

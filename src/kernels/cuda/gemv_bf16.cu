@@ -26,14 +26,6 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float* f) {
   }
 }
 
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 template <int kRows, typename OutT>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_bf16_kernel(const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w, int64_t ldw,
@@ -49,7 +41,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (prefetched) {
     const uint4* wr = reinterpret_cast<const uint4*>(w + first_row * ldw);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) pre[u] = load_streaming(wr + lane + 32 * u);
+    for (int u = 0; u < kUnroll; ++u) pre[u] = detail::load_stream16(wr + lane + 32 * u);
   }
   for (int i = threadIdx.x; i < kRows * chunks; i += blockDim.x) {
     int r = i / chunks;
@@ -71,7 +63,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         prefetched = false;
       } else {
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + c + 32 * u);
+        for (int u = 0; u < kUnroll; ++u) wv[u] = detail::load_stream16(wr + c + 32 * u);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -88,7 +80,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     for (; c < chunks; c += 32) {
       float wf[8];
-      unpack8(load_streaming(wr + c), wf);
+      unpack8(detail::load_stream16(wr + c), wf);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         float xf[8];
@@ -324,7 +316,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
     for (int p = 0; p < kPair; ++p) {
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
-        pre[p][u] = load_streaming(w + weight_row<kMode>(a, first, p) * ldw8 + c0 + stride * u);
+        pre[p][u] =
+            detail::load_stream16(w + weight_row<kMode>(a, first, p) * ldw8 + c0 + stride * u);
       }
     }
   }
@@ -422,7 +415,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
 #pragma unroll
           for (int p = 0; p < kPair; ++p) {
 #pragma unroll
-            for (int u = 0; u < kU; ++u) wv[p][u] = load_streaming(wr[p] + c + stride * u);
+            for (int u = 0; u < kU; ++u) wv[p][u] = detail::load_stream16(wr[p] + c + stride * u);
           }
         }
 #pragma unroll
@@ -445,7 +438,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_fused_kernel(const GemvAr
 #pragma unroll
         for (int p = 0; p < kPair; ++p) {
           float wf[8];
-          unpack8(load_streaming(wr[p] + c), wf);
+          unpack8(detail::load_stream16(wr[p] + c), wf);
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
             float xf[8];

@@ -26,11 +26,13 @@ std::unique_ptr<StepClock> StepClock::from_env() {
 }
 
 StepClock::~StepClock() {
-  if (steps_ > 0) {
+  if (steps_ > 0 || unread_ > 0) {
     spdlog::info(
         "step clock: {} decode steps, device busy {:.3f} ms a step (upload through the sampled "
-        "ids' download); device idle between decode steps {:.3f} ms ({} gaps)",
-        steps_, busy_ms_ / steps_, gaps_ > 0 ? idle_ms_ / gaps_ : 0.0, gaps_);
+        "ids' download); device idle between decode steps {:.3f} ms ({} gaps); {} readings "
+        "failed",
+        steps_, steps_ > 0 ? busy_ms_ / steps_ : 0.0, gaps_ > 0 ? idle_ms_ / gaps_ : 0.0, gaps_,
+        unread_);
   }
   for (int i = 0; i < 2; ++i) {
     if (begin_[i] != nullptr) cudaEventDestroy(begin_[i]);
@@ -48,15 +50,20 @@ Status StepClock::begin(cudaStream_t stream, bool decode) {
 void StepClock::finish() {
   if (!decode_) return;
   float busy = 0.0f;
-  if (cudaEventElapsedTime(&busy, begin_[slot_], end_[slot_]) != cudaSuccess) return;
+  if (cudaEventElapsedTime(&busy, begin_[slot_], end_[slot_]) != cudaSuccess) {
+    ++unread_;  // counted in the summary, not silently dropped
+    return;
+  }
   busy_ms_ += busy;
   ++steps_;
   float idle = 0.0f;
-  if (previous_decode_ &&
-      cudaEventElapsedTime(&idle, end_[slot_ ^ 1], begin_[slot_]) == cudaSuccess) {
-    idle_ms_ += idle;
-    ++gaps_;
+  if (!previous_decode_) return;
+  if (cudaEventElapsedTime(&idle, end_[slot_ ^ 1], begin_[slot_]) != cudaSuccess) {
+    ++unread_;
+    return;
   }
+  idle_ms_ += idle;
+  ++gaps_;
 }
 
 }  // namespace hearth

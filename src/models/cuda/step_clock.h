@@ -39,6 +39,7 @@ class StepClock {
   bool previous_decode_ = false;  // the step before this one was a timed decode step
   long steps_ = 0;
   long gaps_ = 0;
+  long unread_ = 0;  // elapsed-time readings CUDA refused
   double busy_ms_ = 0;
   double idle_ms_ = 0;
 };
