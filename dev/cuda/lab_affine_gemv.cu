@@ -1213,7 +1213,11 @@ void decode_step(Lab& lab, double copy_bw,
   cudaStream_t st = lab.st_;
   std::vector<QMat> qkv, o, gu, down;
   std::vector<DeviceBuffer> norm1, norm2, kc, vc;
-  const int max_ctx = 256;
+  // LAB_CTX: the keys before the step's own (default 128, the benchmark's prompt).
+  const char* ctx_env = std::getenv("LAB_CTX");
+  const int start = ctx_env != nullptr ? std::max(1, std::atoi(ctx_env)) : 128;
+  const int max_ctx = std::max(256, (start + 16) / 16 * 16);
+  std::printf("  decode step context: %d keys\n", start + 1);
   for (int l = 0; l < s.layers; ++l) {
     qkv.push_back(lab.qmat(s.qkv(), s.hidden, 4));
     o.push_back(lab.qmat(s.hidden, s.q_heads * s.hd, 4));
@@ -1236,7 +1240,6 @@ void decode_step(Lab& lab, double copy_bw,
   DeviceBuffer act = lab.raw(s.inter * 2 + 16);
   DeviceBuffer logits = lab.raw(size_t(s.vocab) * 4 + 16);
   DeviceBuffer token = lab.raw(16);
-  const int start = 128;
   auto upload = [&](const void* src, size_t bytes) {
     DeviceBuffer b = lab.raw(bytes + 16);
     CK(cudaMemcpy(b.data(), src, bytes, cudaMemcpyHostToDevice));
@@ -1390,6 +1393,8 @@ void decode_step(Lab& lab, double copy_bw,
     tiled_down.push_back(tile(down[l], AffineLayout::kTiledPlain, 0));
   }
   tiled_lm_head = tile(lm_head, AffineLayout::kTiledPlain, 0);
+  // AffineGemvArgs::block_warps of the fused qkv and gate_up GEMVs (variant 4's A/B).
+  int fused_warps = 0;
   for (int variant = 0; variant < 5; ++variant) {
     const int pdl = variant >= 4 ? 1 : variant & 1;
     const AffineGemvKernel kernel =
@@ -1415,11 +1420,13 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
+      a.block_warps = fused_warps;  // only the gated form takes it here
       auto launch = [&](const AffineGemvArgs& args) { CK(affine_gemv(args, st)); };
       if (rope != nullptr) {
         AffineGemvArgs fused = a;
         fused.epilogue = GemvEpilogue::kRopeKvWrite;
         fused.rope = *rope;
+        fused.block_warps = fused_warps;
         if (affine_gemv_supported(fused)) {
           launch(fused);
           return;
@@ -1428,6 +1435,18 @@ void decode_step(Lab& lab, double copy_bw,
       launch(a);
       if (rope != nullptr) CK(rope_kv_write(*rope, st));
     };
+    // Knock-outs (variant 4 only): a set bit leaves that kernel out of every layer, so the
+    // step's time less the knocked-out step's is what the kernel costs in the chain.
+    enum : unsigned {
+      kNoQkv = 1,
+      kNoAttn = 2,
+      kNoO = 4,
+      kNoGateUp = 8,
+      kNoDown = 16,
+      kNoHead = 32
+    };
+    unsigned skip = 0;
+    int attn_warps = 0;  // PagedAttentionArgs::block_warps
     auto step = [&]() {
       for (int l = 0; l < s.layers; ++l) {
         RopeKvWriteArgs r;
@@ -1445,8 +1464,10 @@ void decode_step(Lab& lab, double copy_bw,
         r.kv_heads = s.kv_heads;
         r.head_dim = s.hd;
         r.rotary_dim = s.hd;
-        gemv(W(qkv[l], tiled_qkv[l]), resid, qkv_out.data(), s.qkv(), false, GemvEpilogue::kStore,
-             &norm1[l], &r);
+        if ((skip & kNoQkv) == 0) {
+          gemv(W(qkv[l], tiled_qkv[l]), resid, qkv_out.data(), s.qkv(), false, GemvEpilogue::kStore,
+               &norm1[l], &r);
+        }
         PagedAttentionArgs a;
         a.q = q.as<Bf16>();
         a.ld_q = s.hidden;
@@ -1467,17 +1488,26 @@ void decode_step(Lab& lab, double copy_bw,
         a.scale = 0.0884f;
         a.num_splits = splits;
         a.pdl = use_pdl;  // as the model's decode step sets it
+        a.block_warps = attn_warps;
         a.workspace = attn_ws.as<float>();
-        CK(paged_attention(a, st));
-        gemv(W(o[l], tiled_o[l]), attn, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd,
-             nullptr);
-        gemv(W(gu[l], tiled_gu[l]), resid, act.data(), s.inter, false, GemvEpilogue::kGatedSilu,
-             &norm2[l]);
-        gemv(W(down[l], tiled_down[l]), act, resid.data(), s.hidden, false,
-             GemvEpilogue::kResidualAdd, nullptr);
+        if ((skip & kNoAttn) == 0) CK(paged_attention(a, st));
+        if ((skip & kNoO) == 0) {
+          gemv(W(o[l], tiled_o[l]), attn, resid.data(), s.hidden, false, GemvEpilogue::kResidualAdd,
+               nullptr);
+        }
+        if ((skip & kNoGateUp) == 0) {
+          gemv(W(gu[l], tiled_gu[l]), resid, act.data(), s.inter, false, GemvEpilogue::kGatedSilu,
+               &norm2[l]);
+        }
+        if ((skip & kNoDown) == 0) {
+          gemv(W(down[l], tiled_down[l]), act, resid.data(), s.hidden, false,
+               GemvEpilogue::kResidualAdd, nullptr);
+        }
       }
-      gemv(W(lm_head, tiled_lm_head), resid, logits.data(), s.vocab, true, GemvEpilogue::kStore,
-           &final_norm);
+      if ((skip & kNoHead) == 0) {
+        gemv(W(lm_head, tiled_lm_head), resid, logits.data(), s.vocab, true, GemvEpilogue::kStore,
+             &final_norm);
+      }
       SamplingArgs sa;
       sa.logits = logits.as<float>();
       sa.ld_logits = s.vocab;
@@ -1489,16 +1519,44 @@ void decode_step(Lab& lab, double copy_bw,
     };
     // The residual stream grows by adding each layer's outputs; restart it per replay
     // batch is unnecessary for timing (values stay finite over 23 replays of random data).
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    step();
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    double ms = median_ms(
-        st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    auto step_ms = [&]() {
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      step();
+      CK(cudaStreamEndCapture(st, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      double t = median_ms(
+          st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      return t;
+    };
+    const double ms = step_ms();
+    if (tiled) {
+      const std::pair<unsigned, const char*> knockouts[] = {
+          {kNoQkv, "qkv"},        {kNoAttn, "attention"}, {kNoO, "o"},
+          {kNoGateUp, "gate_up"}, {kNoDown, "down"},      {kNoHead, "lm_head"}};
+      for (const auto& [bit, what] : knockouts) {
+        skip = bit;
+        const double without = step_ms();
+        std::printf("  knock-out %-18s step %.3f ms: it costs %.3f ms (%.2f us a layer)\n", what,
+                    without, ms - without, 1e3 * (ms - without) / s.layers);
+      }
+      skip = 0;
+      for (int w : {4, 8}) {
+        attn_warps = w;
+        std::printf("  attention %d warps a block: step %.3f ms\n", w, step_ms());
+      }
+      attn_warps = 0;
+      for (int round = 0; round < 2; ++round) {
+        for (int w : {8, 16}) {
+          fused_warps = w;
+          std::printf("  qkv and gate_up at %d warps a block: step %.3f ms\n", w, step_ms());
+        }
+      }
+      fused_warps = 0;
+    }
     const double floor_ms = weight_bytes / copy_bw * 1e3;
     std::printf(
         "  decode step 8B 4-bit g64 lean (src %s, fused norm/residual/gate%s%s): graph %.3f ms = "
@@ -1741,6 +1799,10 @@ int run() {
   if (std::getenv("LAB_TILED") != nullptr) {  // the weight layout A/B only
     std::printf("== tiled weight layout (kTiledPlain) vs row-major, m=1, 4-bit g64\n");
     for (auto [n, k] : shapes) lab.tiled_shape(n, k, copy_bw);
+    return 0;
+  }
+  if (std::getenv("LAB_STEP") != nullptr) {  // the decode step (lean, knock-outs) only
+    decode_step(lab, copy_bw, {{"tensor default", tensor}});
     return 0;
   }
   if (std::getenv("LAB_NCU") != nullptr) {

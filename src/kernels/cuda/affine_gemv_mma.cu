@@ -39,10 +39,10 @@
 namespace hearth::cuda::detail {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kStepK = 64;                      // values per step: 4 x mma k16
-constexpr int kChunkSteps = 4;                  // steps per load batch
+constexpr int kWarps = 8;       // a block's warps (two blocks a multiprocessor) ...
+constexpr int kWideWarps = 16;  // ... or, for the RoPE qkv GEMV, one block of 16 (block_warps)
+constexpr int kStepK = 64;      // values per step: 4 x mma k16
+constexpr int kChunkSteps = 4;  // steps per load batch
 constexpr int kChunkK = kStepK * kChunkSteps;   // 256
 constexpr int kMaxXRows = 8;                    // the mma's n
 constexpr size_t kMaxSmem = size_t{160} << 10;  // dynamic shared memory per block
@@ -105,6 +105,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // the lane's A fragments hold for mma 0..3 of the step (low half first). With norm_weight,
 // x is first replaced by bf16(x * inv_rms * (weight + offset)), rmsnorm_residual's bits.
 // Σx per step (f32, of the staged values) goes to sums [rows][steps].
+template <int kThreads>
 __device__ void stage_x(const __nv_bfloat16* x, int64_t ldx, int rows, int k,
                         const __nv_bfloat16* norm_weight, float norm_offset, const float* inv_rms,
                         char* smem, float* sums) {
@@ -201,14 +202,17 @@ __device__ __forceinline__ void store_rope(const AffineGemvArgs& a, int r, int t
 }
 
 // kMulti: more than one x row (all 8 mma columns kept); otherwise only column 0. kTiled: the
-// weight is in a tiled layout (its map is kMap); otherwise row-major (MLX's).
-template <typename ScaleT, typename OutT, int kGroup, int kMap, int kEpi, bool kMulti, bool kTiled>
-__global__ void __launch_bounds__(kThreads, 2)
+// weight is in a tiled layout (its map is kMap); otherwise row-major (MLX's). kW: warps a
+// block (kWarps, two blocks a multiprocessor, or kWideWarps, one).
+template <typename ScaleT, typename OutT, int kGroup, int kMap, int kEpi, bool kMulti, bool kTiled,
+          int kW = kWarps>
+__global__ void __launch_bounds__(kW * 32, kWideWarps / kW)
     affine_gemv_mma_kernel(const AffineGemvArgs a, int x_rows) {
+  constexpr int kThreads = kW * 32;
   constexpr int kScaleBytes = 2 * kChunkK / kGroup;  // per row and chunk: 8 or 4
   constexpr int kBlockBytes = tiled_block_bytes(kGroup);
   extern __shared__ __align__(16) char smem[];
-  __shared__ float red[2][kWarps][32 * 4];
+  __shared__ float red[2][kW][32 * 4];
   __shared__ float scratch[32];
   __shared__ float inv_rms[kMaxXRows];
 
@@ -225,8 +229,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int cb = warp * chunks / kWarps;  // this warp's chunks of every tile: [cb, ce)
-  const int ce = (warp + 1) * chunks / kWarps;
+  const int cb = warp * chunks / kW;  // this warp's chunks of every tile: [cb, ce)
+  const int ce = (warp + 1) * chunks / kW;
   const int per_tile = ce - cb;
   const int64_t row_bytes = k / 2;
   const char* packed = reinterpret_cast<const char*>(w.packed);
@@ -309,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     block_inverse_rms<kThreads>(a.x, a.ldx, x_rows, k, a.norm_eps, inv_rms, scratch);
   }
   float* sums = reinterpret_cast<float*>(smem + x_rows * x_row_bytes(k));
-  stage_x(a.x, a.ldx, x_rows, k, a.norm_weight, a.norm_offset, inv_rms, smem, sums);
+  stage_x<kThreads>(a.x, a.ldx, x_rows, k, a.norm_weight, a.norm_offset, inv_rms, smem, sums);
   __syncthreads();
   launch_dependents();
 
@@ -408,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (warp == 0) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] = red[parity][0][lane * 4 + i];
-      for (int v = 1; v < kWarps; ++v) {
+      for (int v = 1; v < kW; ++v) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[i] += red[parity][v][lane * 4 + i];
       }
@@ -450,7 +454,7 @@ int device_optin_smem() {
 }
 
 // Static shared memory of the kernel (red, scratch, inv_rms) plus a margin.
-constexpr size_t kStaticSmem = sizeof(float) * (2 * kWarps * 32 * 4 + 32 + kMaxXRows) + 1024;
+constexpr size_t kStaticSmem = sizeof(float) * (2 * kWideWarps * 32 * 4 + 32 + kMaxXRows) + 1024;
 
 size_t smem_cap() {
   const int optin = device_optin_smem();
@@ -460,10 +464,12 @@ size_t smem_cap() {
 }
 
 // Launch (or, with per_sm_out, only report the occupancy of) one instantiation.
-template <typename ScaleT, typename OutT, int kGroup, int kMap, int kEpi, bool kMulti, bool kTiled>
+template <typename ScaleT, typename OutT, int kGroup, int kMap, int kEpi, bool kMulti, bool kTiled,
+          int kW = kWarps>
 cudaError_t launch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm_out) {
   constexpr bool kPair = kMap != kMapPlain;
-  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMap, kEpi, kMulti, kTiled>;
+  constexpr int kThreads = kW * 32;
+  auto* kernel = affine_gemv_mma_kernel<ScaleT, OutT, kGroup, kMap, kEpi, kMulti, kTiled, kW>;
   const size_t smem = x_bytes(x_rows, a.w.k);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -487,6 +493,37 @@ bool gated_epilogue(GemvEpilogue e) {
   return e == GemvEpilogue::kGatedSilu || e == GemvEpilogue::kGatedGeluTanh;
 }
 
+// AffineGemvArgs::block_warps of the fused qkv (RoPE) and gate_up (gated) GEMVs on a tiled
+// weight at one x row (the other forms keep kWarps): 8 or 16 when forced; else kWideWarps
+// when a block of them (one a multiprocessor: its RMSNorm prologue and x staging done once
+// an SM, not twice; a chunk a warp a tile) walks no more chunks a warp than kWarps warps at
+// two blocks a multiprocessor (8B on 132 SMs: qkv 3 against 4, gate_up 14 against 14).
+// S17-W5/W6: qkv 10.4 -> 8.6 us and gate_up -0.4 us a layer in the lab's decode step; o and
+// down (no prologue to share) were slower at 16, lm_head the same.
+int tiled_block_warps(const AffineGemvArgs& a, bool pair) {
+  if (a.epilogue != GemvEpilogue::kRopeKvWrite && !gated_epilogue(a.epilogue)) return kWarps;
+  if (a.block_warps == kWarps || a.block_warps == kWideWarps) return a.block_warps;
+  const int sms = std::max(1, a.sm_count);
+  const int tiles = ceil_div(pair ? a.w.n / 2 : a.w.n, pair ? 8 : 16);
+  const int chunks = a.w.k / kChunkK;
+  const int narrow = ceil_div(tiles, 2 * sms) * ceil_div(chunks, kWarps);
+  const int wide = ceil_div(tiles, sms) * ceil_div(chunks, kWideWarps);
+  return wide <= narrow ? kWideWarps : kWarps;
+}
+
+// A tiled weight's launch: the fused qkv and gated forms at one x row may take kWideWarps
+// (tiled_block_warps; the other forms are not instantiated with them).
+template <typename ScaleT, typename OutT, int kGroup, int kMap, int kEpi, bool kMulti>
+cudaError_t launch_tiled(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, int* per_sm) {
+  if constexpr (!kMulti && (kEpi == kEpiRope || kEpi == kEpiGated)) {
+    if (per_sm == nullptr && tiled_block_warps(a, kMap != kMapPlain) == kWideWarps) {
+      return launch<ScaleT, OutT, kGroup, kMap, kEpi, false, true, kWideWarps>(a, x_rows, stream,
+                                                                               nullptr);
+    }
+  }
+  return launch<ScaleT, OutT, kGroup, kMap, kEpi, kMulti, true>(a, x_rows, stream, per_sm);
+}
+
 // The (map, epilogue) pair a call runs: a row-major weight takes the map its epilogue needs;
 // a tiled one keeps its layout's map, with its pair epilogue or per-row stores.
 template <typename ScaleT, typename OutT, int kGroup, bool kMulti>
@@ -508,25 +545,25 @@ cudaError_t dispatch(const AffineGemvArgs& a, int x_rows, cudaStream_t stream, i
       return launch<ScaleT, OutT, kGroup, kMapPlain, kEpiRows, kMulti, false>(a, x_rows, stream,
                                                                               per_sm);
     case AffineLayout::kTiledPlain:
-      return launch<ScaleT, OutT, kGroup, kMapPlain, kEpiRows, kMulti, true>(a, x_rows, stream,
+      return launch_tiled<ScaleT, OutT, kGroup, kMapPlain, kEpiRows, kMulti>(a, x_rows, stream,
                                                                              per_sm);
     case AffineLayout::kTiledGated:
       if constexpr (sizeof(OutT) == 2) {
         if (pair) {
-          return launch<ScaleT, OutT, kGroup, kMapGated, kEpiGated, kMulti, true>(a, x_rows, stream,
+          return launch_tiled<ScaleT, OutT, kGroup, kMapGated, kEpiGated, kMulti>(a, x_rows, stream,
                                                                                   per_sm);
         }
       }
-      return launch<ScaleT, OutT, kGroup, kMapGated, kEpiRows, kMulti, true>(a, x_rows, stream,
+      return launch_tiled<ScaleT, OutT, kGroup, kMapGated, kEpiRows, kMulti>(a, x_rows, stream,
                                                                              per_sm);
     case AffineLayout::kTiledRope:
       if constexpr (sizeof(OutT) == 2) {
         if (rope) {
-          return launch<ScaleT, OutT, kGroup, kMapRope, kEpiRope, kMulti, true>(a, x_rows, stream,
+          return launch_tiled<ScaleT, OutT, kGroup, kMapRope, kEpiRope, kMulti>(a, x_rows, stream,
                                                                                 per_sm);
         }
       }
-      return launch<ScaleT, OutT, kGroup, kMapRope, kEpiRows, kMulti, true>(a, x_rows, stream,
+      return launch_tiled<ScaleT, OutT, kGroup, kMapRope, kEpiRows, kMulti>(a, x_rows, stream,
                                                                             per_sm);
   }
   return cudaErrorInvalidValue;

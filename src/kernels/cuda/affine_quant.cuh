@@ -98,6 +98,12 @@ struct AffineGemvArgs {
   bool pdl = false;  // programmatic dependent launch (sm_90+ only): the first weight loads
                      // go out before the previous kernel finishes
   AffineGemvKernel kernel = AffineGemvKernel::kAuto;  // a tiled weight: the tensor-core one
+  // Warps a tensor-core block of the fused qkv (kRopeKvWrite) or gated GEMV at one x row on
+  // a tiled weight (other calls: 8): 8 or 16 force it (lab A/B); 0 picks 16 (one block a
+  // multiprocessor) when that walks no more chunks a warp than 8 at two blocks (qkv's 384
+  // tiles on 264 block slots), else 8. The warps' sums are added in another order at 16:
+  // f32 reordering, so other bits than the row-major kernel's.
+  int block_warps = 0;
   // kRopeKvWrite (GemvArgs::rope's contract): w is the fused q|k|v projection; each pair of
   // rows (i, i + head_dim / 2) of a head is rounded to bf16, rotated (q, k) and stored to
   // q_out / the K cache, or copied (v) to the V cache, as rope_kv_write would.

@@ -1123,6 +1123,7 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
                                           rows.size() == batch.sequences.size()));
   }
   HEARTH_RETURN_IF_ERROR(launch(batch));
+  if (clock_ != nullptr) HEARTH_RETURN_IF_ERROR(clock_->forward_done(ctx_->stream()));
   if (rows.empty()) return ctx_->synchronize();
   if (steps_ == 0) {  // the first step pays for lazy kernel loading and first allocations
     HEARTH_RETURN_IF_ERROR(ctx_->synchronize());

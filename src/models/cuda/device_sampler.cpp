@@ -72,8 +72,10 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
     p.repetition_penalty = r.repetition_penalty;
     p.presence_penalty = r.presence_penalty;
     p.frequency_penalty = r.frequency_penalty;
-    p.seed = r.seed;
-    p.step = r.step;
+    // The greedy branch reads neither: zeros keep a greedy decode's image the same each step.
+    const bool greedy = r.temperature <= 0.0f || r.top_k == 1;
+    p.seed = greedy ? 0 : r.seed;
+    p.step = greedy ? 0 : r.step;
     any_bias = any_bias || !r.logit_bias.empty();
     any_repetition = any_repetition || r.repetition_penalty != 1.0f;
     any_frequency = any_frequency || r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f;
@@ -121,7 +123,8 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
 
   cudaStream_t st = ctx_.stream();
   HEARTH_RETURN_IF_ERROR(staging_.ensure(std::max<std::size_t>(bytes, n * sizeof(int32_t))));
-  std::memcpy(staging_.data(), image.bytes().data(), bytes);
+  const bool upload = image.bytes() != uploaded_;
+  uploaded_.clear();  // unknown until this call completes
   if (image_.size() < bytes) {
     image_ = cuda::DeviceBuffer();
     HEARTH_ASSIGN_OR_RETURN(image_, ctx_.allocate(bytes * 2, "sampling parameters"));
@@ -136,9 +139,12 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
     HEARTH_ASSIGN_OR_RETURN(
         counts_, ctx_.allocate(cuda::sampling_workspace_bytes(n, vocab), "penalty counters"));
   }
-  HEARTH_RETURN_IF_ERROR(cuda_status(
-      cudaMemcpyAsync(image_.data(), staging_.data(), bytes, cudaMemcpyHostToDevice, st),
-      "uploading sampling parameters"));
+  if (upload) {
+    std::memcpy(staging_.data(), image.bytes().data(), bytes);
+    HEARTH_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(image_.data(), staging_.data(), bytes, cudaMemcpyHostToDevice, st),
+        "uploading sampling parameters"));
+  }
   auto at = [this](std::size_t offset) { return static_cast<char*>(image_.data()) + offset; };
   auto ints = [&](std::size_t offset) { return reinterpret_cast<const int32_t*>(at(offset)); };
   cuda::SamplingArgs a;
@@ -189,6 +195,7 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
   }
   HEARTH_RETURN_IF_ERROR(ctx_.synchronize());
   std::memcpy(tokens.data(), staging_.data(), n * sizeof(int32_t));
+  uploaded_ = image.bytes();
   return ok_status();
 }
 

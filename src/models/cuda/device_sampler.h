@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/cuda/device_context.h"
@@ -43,8 +44,11 @@ class DeviceSampler {
 
  private:
   cuda::DeviceContext& ctx_;
-  PinnedBuffer staging_;       // host image of the parameters, then the ids coming back
-  cuda::DeviceBuffer image_;   // device copy of the parameter image
+  PinnedBuffer staging_;      // host image of the parameters, then the ids coming back
+  cuda::DeviceBuffer image_;  // device copy of the parameter image
+  // What image_ holds after the last call that completed (empty: unknown). A call whose
+  // image is the same skips its upload: a greedy decode's image is the same every step.
+  std::vector<char> uploaded_;
   cuda::DeviceBuffer counts_;  // penalty counters [2, rows, vocab]
   cuda::DeviceBuffer out_;     // int32 [rows]
   cuda::DeviceBuffer greedy_;  // the split argmax's meeting slots (zero between calls)

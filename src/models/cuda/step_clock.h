@@ -1,9 +1,11 @@
 // HEARTH_STEP_CLOCK=1 (docs/reference/cli.md): how a CUDA model's sampled decode steps split
 // between device work and the device waiting on the host between steps (the engine's
-// bookkeeping, the step's upload and launch). Two events a step, on the model's stream: one
-// before the step's first upload, one after the sampled ids' download; busy time is the span
-// between a step's pair, idle time the span from one decode step's last event to the next
-// one's first. The totals are logged (info) when the clock is destroyed.
+// bookkeeping, the step's upload and launch). Three events a step, on the model's stream: one
+// before the step's first upload, one after the forward pass (metadata upload and the graph),
+// one after the sampled ids' download; busy time is the span from the first to the last,
+// split into the forward pass and the sampling tail, idle time the span from one decode
+// step's last event to the next one's first. The totals are logged (info) when the clock is
+// destroyed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +27,8 @@ class StepClock {
 
   // Before the step's first upload; decode: one token per sequence (only those are timed).
   Status begin(cudaStream_t stream, bool decode);
+  // After the forward pass's launch, before the sampling work is queued.
+  Status forward_done(cudaStream_t stream);
   // The event the sampler records after its download, before it waits.
   cudaEvent_t end_event() const { return end_[slot_]; }
   // After the wait: adds the step's busy time and the idle time before it.
@@ -33,6 +37,7 @@ class StepClock {
  private:
   StepClock() = default;
   std::array<cudaEvent_t, 2> begin_{};
+  std::array<cudaEvent_t, 2> forward_{};
   std::array<cudaEvent_t, 2> end_{};
   int slot_ = 0;
   bool decode_ = false;
@@ -41,6 +46,7 @@ class StepClock {
   long gaps_ = 0;
   long unread_ = 0;  // elapsed-time readings CUDA refused
   double busy_ms_ = 0;
+  double forward_ms_ = 0;
   double idle_ms_ = 0;
 };
 

@@ -3,6 +3,8 @@
 // decode forms against the unfused kernels.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cuda/affine_gemv_mma.cuh"
@@ -347,9 +349,24 @@ TEST_P(AffineFusedTest, MatchesUnfusedKernels) {
       tc.w = tiled_copy(*ctx_, w2, AffineLayout::kTiledGated, 0, tiled_buf);
       DeviceBuffer act_tiled = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
       tc.y = act_tiled.data();
+      tc.block_warps = 8;  // the row-major kernel's warps: its summation order
       ASSERT_TRUE(affine_gemv_supported(tc));
       ASSERT_EQ(affine_gemv(tc, st), cudaSuccess);
       EXPECT_EQ(bits16(download<Bf16>(act_tiled, c.m * c.n)), want_gate) << "tiled gate";
+      // 16 warps a block (one x row; more keep 8): the warps' sums in another order, so the
+      // gate within that rounding (an f32 sum reordered, then bf16) of the 8-warp bits.
+      DeviceBuffer act_wide = poisoned<Bf16>(static_cast<size_t>(c.m) * c.n);
+      tc.y = act_wide.data();
+      tc.block_warps = 16;
+      ASSERT_EQ(affine_gemv(tc, st), cudaSuccess);
+      const auto wide = download<Bf16>(act_wide, c.m * c.n);
+      const auto wide_bits = bits16(wide);
+      EXPECT_EQ(std::count(wide_bits.begin(), wide_bits.end(), uint16_t{0xffff}), 0);
+      auto gate = from_bf16(download<Bf16>(act_tiled, c.m * c.n));
+      EXPECT_LT(relative_error(from_bf16(wide), std::vector<double>(gate.begin(), gate.end())),
+                4e-3)
+          << "tiled gate, 16 warps";
+      tc.block_warps = 0;
       AffineGemvArgs rows = tc;
       rows.norm_weight = nullptr;
       rows.epilogue = GemvEpilogue::kStore;
@@ -488,14 +505,26 @@ TEST_P(AffineRopeTest, MatchesGemvThenRopeKvWrite) {
   DeviceBuffer rep_k = poisoned<Bf16>(cache_elems);
   DeviceBuffer rep_v = poisoned<Bf16>(cache_elems);
   run_fused(true, rep_q, rep_k, rep_v);
-  // The weight tiled in RoPE pairs (kTiledRope): the same bits, eager.
+  // The weight tiled in RoPE pairs (kTiledRope): the same bits, eager, with the 8 warps a
+  // block the row-major kernel has.
   DeviceBuffer tiled_buf;
   const AffineQuantWeight row_major = g.w;
   g.w = tiled_copy(*ctx_, row_major, AffineLayout::kTiledRope, c.head_dim, tiled_buf);
+  g.block_warps = 8;
   DeviceBuffer til_q = poisoned<Bf16>(c.m * ld_q);
   DeviceBuffer til_k = poisoned<Bf16>(cache_elems);
   DeviceBuffer til_v = poisoned<Bf16>(cache_elems);
   run_fused(false, til_q, til_k, til_v);
+  // 16 warps a block (one x row; more rows keep 8): the warps' sums in another order, so
+  // within f32 reordering of those bits (one bf16 rounding apart at most), the same
+  // elements written, and graph replay the eager bits.
+  g.block_warps = 16;
+  DeviceBuffer w16_q = poisoned<Bf16>(c.m * ld_q), w16r_q = poisoned<Bf16>(c.m * ld_q);
+  DeviceBuffer w16_k = poisoned<Bf16>(cache_elems), w16r_k = poisoned<Bf16>(cache_elems);
+  DeviceBuffer w16_v = poisoned<Bf16>(cache_elems), w16r_v = poisoned<Bf16>(cache_elems);
+  run_fused(false, w16_q, w16_k, w16_v);
+  run_fused(true, w16r_q, w16r_k, w16r_v);
+  g.block_warps = 0;
   // ... and its per-row stores (the unfused qkv GEMV on it) the plain store's bits.
   DeviceBuffer qkv_tiled = poisoned<Bf16>(size_t(c.m) * n);
   AffineGemvArgs tiled_plain = plain;
@@ -508,17 +537,38 @@ TEST_P(AffineRopeTest, MatchesGemvThenRopeKvWrite) {
       << "per-row stores through RoPE tiles";
   struct Out {
     const char* what;
-    DeviceBuffer *want, *got, *replay, *tiled;
+    DeviceBuffer *want, *got, *replay, *tiled, *wide, *wide_replay;
     size_t elems;
   };
-  Out outs[] = {{"q", &want_q, &got_q, &rep_q, &til_q, size_t(c.m) * ld_q},
-                {"k cache", &want_k, &got_k, &rep_k, &til_k, cache_elems},
-                {"v cache", &want_v, &got_v, &rep_v, &til_v, cache_elems}};
+  Out outs[] = {{"q", &want_q, &got_q, &rep_q, &til_q, &w16_q, &w16r_q, size_t(c.m) * ld_q},
+                {"k cache", &want_k, &got_k, &rep_k, &til_k, &w16_k, &w16r_k, cache_elems},
+                {"v cache", &want_v, &got_v, &rep_v, &til_v, &w16_v, &w16r_v, cache_elems}};
   for (const Out& o : outs) {
     auto want = bits16(download<Bf16>(*o.want, o.elems));
     EXPECT_EQ(bits16(download<Bf16>(*o.got, o.elems)), want) << o.what << ": not bit-identical";
     EXPECT_EQ(bits16(download<Bf16>(*o.replay, o.elems)), want) << o.what << ": graph replay";
     EXPECT_EQ(bits16(download<Bf16>(*o.tiled, o.elems)), want) << o.what << ": tiled layout";
+    const auto wide = download<Bf16>(*o.wide, o.elems);
+    EXPECT_EQ(bits16(download<Bf16>(*o.wide_replay, o.elems)), bits16(wide))
+        << o.what << ": 16 warps, graph replay";
+    const auto want_values = from_bf16(download<Bf16>(*o.want, o.elems));
+    const auto wide_values = from_bf16(wide);
+    const auto wide_bits = bits16(wide);
+    // A pair rotated after its bf16 rounding: an ulp of either input, up to the largest
+    // output's 2^-7 each, can land on an output near zero.
+    float largest = 0.0f;
+    for (size_t i = 0; i < o.elems; ++i) {
+      if (want[i] != 0xffff) largest = std::max(largest, std::abs(want_values[i]));
+    }
+    for (size_t i = 0; i < o.elems; ++i) {
+      if (want[i] == 0xffff || wide_bits[i] == 0xffff) {  // unwritten (poison) in both, or bad
+        ASSERT_EQ(wide_bits[i], want[i]) << o.what << ": 16 warps, element " << i;
+        continue;
+      }
+      ASSERT_NEAR(wide_values[i], want_values[i],
+                  std::abs(want_values[i]) / 128.0f + largest / 64.0f + 1e-6f)
+          << o.what << ": 16 warps, element " << i;
+    }
   }
 }
 

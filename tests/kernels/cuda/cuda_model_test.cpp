@@ -455,6 +455,37 @@ TEST(CudaModel, ForwardSampleMatchesForwardArgmax) {
   std::vector<int32_t> tok = {1}, pos = {0};
   SequenceSlice s{0, 1, 0, table};
   ForwardBatch batch{tok, pos, {&s, 1}, {&one, 1}};
+  // Seeded draws between greedy steps: the sampler skips the parameter upload when a call's
+  // image equals the last one's, so every switch must upload again (same draw for the same
+  // seed and step, argmax for greedy).
+  {
+    std::vector<float> logits(vocab);
+    ASSERT_TRUE((*a)->forward(batch, logits).ok());
+    const auto argmax =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    auto draw = [&](const RowSampling& r) {
+      int32_t id = -1;
+      Status st = (*b)->forward_sample(batch, {&r, 1}, {&id, 1}, {});
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      return id;
+    };
+    // The argmax biased away, so a seeded draw served the greedy row's parameters would show.
+    const std::pair<int32_t, float> away{argmax, -1e30f};
+    RowSampling seeded;
+    seeded.temperature = 1.0f;
+    seeded.seed = 7;
+    seeded.step = 3;
+    seeded.logit_bias = {&away, 1};
+    const int32_t first = draw(seeded);
+    ASSERT_NE(first, argmax);
+    ASSERT_GE(first, 0);
+    EXPECT_EQ(draw(greedy), argmax);
+    EXPECT_EQ(draw(greedy), argmax);
+    EXPECT_EQ(draw(seeded), first);
+    EXPECT_EQ(draw(seeded), first);
+    EXPECT_EQ(draw(greedy), argmax);
+    EXPECT_EQ(draw(seeded), first);
+  }
   EXPECT_FALSE((*b)->forward_sample(batch, {}, {}, {}).ok());
   RowSampling host;
   host.on_host = true;
