@@ -2,6 +2,7 @@
 // preserving integer key of each logit (4 passes of 8 bits), so nothing sorts the vocab:
 // top-k selects by count, top-p by probability mass; ties at a threshold are all kept.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/sampling.cuh"
 
 namespace hearth::cuda {
@@ -175,6 +176,7 @@ __global__ void __launch_bounds__(kSplitThreads) greedy_split_kernel(SamplingArg
   const int hi = min(a.vocab, lo + kSplitSpan);
   if (threadIdx.x == 0) block_best = 0;
   __syncthreads();
+  detail::grid_dependency_wait();  // a.pdl: the logits come from the previous kernel
   unsigned long long best = 0;
   auto consider = [&](float v, int i) { best = max(best, argmax_key(v, i)); };
   int tail = lo;                                   // first id the scalar loop visits
@@ -336,8 +338,11 @@ size_t greedy_workspace_bytes(int rows) {
 
 cudaError_t sample_tokens(const SamplingArgs& a, cudaStream_t stream) {
   bool penalties = a.repetition_offsets != nullptr || a.frequency_offsets != nullptr;
-  if (a.rows < 0 || a.vocab <= 0 || a.ld_logits < a.vocab || a.params == nullptr ||
-      a.out_tokens == nullptr || (penalties && a.counts == nullptr) || a.rows > 65535) {
+  const bool split = a.all_greedy && a.greedy_state != nullptr;
+  const bool plain_split = split && !penalties && a.bias_offsets == nullptr;  // reads no params
+  if (a.rows < 0 || a.vocab <= 0 || a.ld_logits < a.vocab ||
+      (a.params == nullptr && !plain_split) || a.out_tokens == nullptr ||
+      (penalties && a.counts == nullptr) || a.rows > 65535 || (a.pdl && !plain_split)) {
     return cudaErrorInvalidValue;
   }
   if (a.rows == 0) return cudaSuccess;
@@ -350,9 +355,11 @@ cudaError_t sample_tokens(const SamplingArgs& a, cudaStream_t stream) {
     dim3 grid(detail::ceil_div(a.vocab, 2048), a.rows);
     penalty_kernel<<<grid, 256, 0, stream>>>(a);
   }
-  if (a.all_greedy && a.greedy_state != nullptr) {
+  if (split) {
     const dim3 grid(detail::ceil_div(a.vocab, kSplitSpan), a.rows);
-    greedy_split_kernel<<<grid, kSplitThreads, 0, stream>>>(a);
+    cudaError_t err =
+        detail::launch_kernel(greedy_split_kernel, grid, dim3(kSplitThreads), 0, stream, a.pdl, a);
+    if (err != cudaSuccess) return err;
   } else {
     sample_kernel<<<a.rows, kThreads, 0, stream>>>(a);
   }

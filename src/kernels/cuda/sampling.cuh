@@ -45,6 +45,10 @@ struct SamplingArgs {
   // block a row walks the whole vocab.
   bool all_greedy = false;
   void* greedy_state = nullptr;
+  // The split argmax (all_greedy with greedy_state, no bias or penalty lists; params may then
+  // be null) launched programmatically dependent on the kernel that writes the logits (sm_90+
+  // only; the caller checks): it launches while that kernel drains, then waits for it.
+  bool pdl = false;
 };
 
 size_t sampling_workspace_bytes(int rows, int vocab);

@@ -32,6 +32,7 @@
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope_kv_write.cuh"
+#include "kernels/cuda/sampling.cuh"
 #include "models/batch_check.h"
 #include "models/cuda/device_sampler.h"
 #include "models/cuda/step_clock.h"
@@ -325,24 +326,31 @@ class CudaLlamaModel : public Model {
     int n, num_seqs, ld_table, splits, rows;
     bool all_rows;  // the logit rows are the tokens 0 .. n - 1 in order (a decode step)
     std::size_t off_tokens, off_pos, off_slots, off_qs, off_kv, off_tables, off_rows, off_freq;
+    bool greedy;  // the step ends with each row's argmax in greedy_out_
     auto key() const {
-      return std::make_tuple(n, num_seqs, ld_table, splits, rows, all_rows, off_freq);
+      return std::make_tuple(n, num_seqs, ld_table, splits, rows, all_rows, off_freq, greedy);
     }
   };
-  // Embedding through the logits of shape.rows rows into logits_ (no host sync).
+  // Embedding through the logits of shape.rows rows into logits_ (no host sync); with
+  // shape.greedy, then each row's argmax into greedy_out_.
   Status run_step(const StepShape& shape);
+  Status run_forward(const StepShape& shape);  // run_step's forward pass, to the logits
   Status run_graph(const StepShape& shape);
   void clear_graphs();
   // Validates the batch, uploads its step metadata (one copy from pinned memory), sizes the
-  // scratch buffers and launches the step (graph replay for small steps); no host sync.
-  Status launch(const ForwardBatch& batch);
-  Status launch_step(const ForwardBatch& batch);
+  // scratch buffers and launches the step (graph replay for small steps); no host sync. With
+  // greedy, the step also takes each logit row's argmax (greedy_out_), in the same graph.
+  Status launch(const ForwardBatch& batch, bool greedy = false);
+  Status launch_step(const ForwardBatch& batch, bool greedy);
 
   ModelConfig config_;
   std::unique_ptr<DeviceContext> ctx_;
   cuda::GemmBf16 gemm_;
   DeviceSampler sampler_;
   PinnedBuffer meta_staging_;  // host side of meta_
+  PinnedBuffer ids_staging_;   // greedy_out_ coming back
+  DeviceBuffer greedy_out_;    // int32 [rows]: a greedy step's ids
+  DeviceBuffer greedy_state_;  // the split argmax's meeting slots (zero between steps)
   std::size_t weight_bytes_ = 0;
   bool quantized_ = false;
   int rotary_dim_ = 0;
@@ -365,7 +373,7 @@ class CudaLlamaModel : public Model {
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
-  using GraphKey = std::tuple<int, int, int, int, int, bool, std::size_t>;
+  using GraphKey = std::tuple<int, int, int, int, int, bool, std::size_t, bool>;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     uint64_t last_used = 0;
@@ -714,6 +722,23 @@ Status CudaLlamaModel::embed(const int32_t* ids, int n, Bf16* out) {
 }
 
 Status CudaLlamaModel::run_step(const StepShape& shape) {
+  HEARTH_RETURN_IF_ERROR(run_forward(shape));
+  if (!shape.greedy || shape.rows == 0) return ok_status();
+  // The split argmax under PDL: it launches while the logits GEMV drains (the same kernel
+  // DeviceSampler runs for greedy rows, so the same ids).
+  cuda::SamplingArgs a;
+  a.logits = logits_.as<float>();
+  a.ld_logits = config_.vocab_size;
+  a.rows = shape.rows;
+  a.vocab = config_.vocab_size;
+  a.out_tokens = greedy_out_.as<int32_t>();
+  a.all_greedy = true;
+  a.greedy_state = greedy_state_.data();
+  a.pdl = ctx_->properties().major >= 9;
+  return cuda_status(cuda::sample_tokens(a, ctx_->stream()), "greedy sampling");
+}
+
+Status CudaLlamaModel::run_forward(const StepShape& shape) {
   const ModelConfig& c = config_;
   cudaStream_t st = ctx_->stream();
   const int n = shape.n;
@@ -963,14 +988,14 @@ MetaLayout meta_layout(int n, int num_seqs, int ld_table, int rows, std::size_t 
   return m;
 }
 
-Status CudaLlamaModel::launch(const ForwardBatch& batch) {
+Status CudaLlamaModel::launch(const ForwardBatch& batch, bool greedy) {
   Stopwatch watch;
-  Status launched = launch_step(batch);
+  Status launched = launch_step(batch, greedy);
   launch_ms_ = watch.elapsed_ms();
   return launched;
 }
 
-Status CudaLlamaModel::launch_step(const ForwardBatch& batch) {
+Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
   HEARTH_RETURN_IF_ERROR(validate(batch));
   HEARTH_RETURN_IF_ERROR(ctx_->make_current());  // the engine steps on its own thread
   const ModelConfig& c = config_;
@@ -1068,8 +1093,19 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch) {
 
   bool all_rows = rows == n;
   for (int i = 0; all_rows && i < rows; ++i) all_rows = batch.logit_rows[i] == i;
-  const StepShape shape{n,     num_seqs, ld_table, splits, rows,     all_rows, m.tokens,
-                        m.pos, m.slots,  m.qs,     m.kv,   m.tables, m.rows,   m.freq};
+  if (greedy) {  // sized before any capture (a capture may not allocate)
+    const std::size_t state_bytes = cuda::greedy_workspace_bytes(rows);
+    const bool fresh = greedy_state_.data() == nullptr || greedy_state_.size() < state_bytes;
+    HEARTH_RETURN_IF_ERROR(ensure(greedy_state_, state_bytes, "greedy sampling slots"));
+    if (fresh) {
+      HEARTH_RETURN_IF_ERROR(cuda_status(
+          cudaMemsetAsync(greedy_state_.data(), 0, greedy_state_.size(), ctx_->stream()),
+          "zeroing the greedy sampling slots"));
+    }
+    HEARTH_RETURN_IF_ERROR(ensure(greedy_out_, std::size_t(rows) * 4, "sampled ids"));
+  }
+  const StepShape shape{n,       num_seqs, ld_table, splits,   rows,   all_rows, m.tokens, m.pos,
+                        m.slots, m.qs,     m.kv,     m.tables, m.rows, m.freq,   greedy};
   if (rows == 0 || !compiled_decode_) return run_step(shape);
   // Small steps and decode-only steps (one token per sequence, e.g. a busy engine's batch)
   // are captured once their shape repeats, so a one-off shape (a short prompt's prefill)
@@ -1122,7 +1158,15 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
         clock_->begin(ctx_->stream(), !rows.empty() && batch.tokens.size() == rows.size() &&
                                           rows.size() == batch.sequences.size()));
   }
-  HEARTH_RETURN_IF_ERROR(launch(batch));
+  // Plain greedy rows (no bias, no penalty, none for the host): the argmax runs at the end
+  // of the step itself (captured with it), and only the ids come back.
+  const bool greedy =
+      !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) {
+        return !r.on_host && (r.temperature <= 0.0f || r.top_k == 1) && r.logit_bias.empty() &&
+               r.repetition_penalty == 1.0f && r.presence_penalty == 0.0f &&
+               r.frequency_penalty == 0.0f;
+      });
+  HEARTH_RETURN_IF_ERROR(launch(batch, greedy));
   if (clock_ != nullptr) HEARTH_RETURN_IF_ERROR(clock_->forward_done(ctx_->stream()));
   if (rows.empty()) return ctx_->synchronize();
   if (steps_ == 0) {  // the first step pays for lazy kernel loading and first allocations
@@ -1131,6 +1175,22 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
                   batch.tokens.size(), launch_ms_, watch.elapsed_ms());
   }
   ++steps_;
+  if (greedy) {
+    const std::size_t bytes = rows.size() * sizeof(int32_t);
+    HEARTH_RETURN_IF_ERROR(ids_staging_.ensure(bytes));
+    cudaStream_t st = ctx_->stream();
+    HEARTH_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpyAsync(ids_staging_.data(), greedy_out_.data(), bytes, cudaMemcpyDeviceToHost, st),
+        "downloading sampled ids"));
+    if (clock_ != nullptr) {
+      HEARTH_RETURN_IF_ERROR(
+          cuda_status(cudaEventRecord(clock_->end_event(), st), "recording the step clock"));
+    }
+    HEARTH_RETURN_IF_ERROR(ctx_->synchronize());
+    std::memcpy(tokens.data(), ids_staging_.data(), bytes);
+    if (clock_ != nullptr) clock_->finish();
+    return ok_status();
+  }
   // Host rows leave before the sampling kernels touch the logits (same stream, in order).
   std::size_t out = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -119,6 +119,30 @@ TEST_F(SamplingTest, SplitGreedyArgmaxMatchesAndLeavesItsStateZero) {
   logits[vocab - 1] = 9.5f;  // the last block's scalar tail
   auto ids = sample(logits, vocab, {greedy, greedy, greedy}, split);
   EXPECT_EQ(ids, (std::vector<int32_t>{vocab - 1, vocab - 1, vocab - 1}));
+  // The plain split (no bias, no penalty) reads no parameters and may launch under PDL, as
+  // the decode graph's last kernel: the same ids; PDL with a bias list is refused.
+  {
+    const int64_t ld = vocab + 3;
+    std::vector<float> all(rows * ld, 0.0f);
+    for (int r = 0; r < rows; ++r) std::copy(logits.begin(), logits.end(), &all[r * ld]);
+    DeviceBuffer dl = upload(all);
+    DeviceBuffer dout = poisoned<int32_t>(rows);
+    SamplingArgs a = split;
+    a.logits = dl.as<float>();
+    a.ld_logits = ld;
+    a.rows = rows;
+    a.vocab = vocab;
+    a.out_tokens = dout.as<int32_t>();
+    a.pdl = ctx_->properties().major >= 9;
+    ASSERT_EQ(sample_tokens(a, ctx_->stream()), cudaSuccess);
+    EXPECT_EQ(download<int32_t>(dout, rows),
+              (std::vector<int32_t>{vocab - 1, vocab - 1, vocab - 1}));
+    const int32_t offsets[4] = {0, 0, 0, 0};
+    DeviceBuffer doff = upload(std::vector<int32_t>(offsets, offsets + 4));
+    a.bias_offsets = doff.as<int32_t>();
+    a.pdl = true;
+    EXPECT_EQ(sample_tokens(a, ctx_->stream()), cudaErrorInvalidValue);
+  }
   std::vector<unsigned char> left(greedy_workspace_bytes(rows), 1);
   ASSERT_EQ(cudaMemcpy(left.data(), state->data(), left.size(), cudaMemcpyDeviceToHost),
             cudaSuccess);
