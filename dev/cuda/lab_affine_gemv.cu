@@ -1207,6 +1207,21 @@ struct Shape8B {
   int qkv() const { return (q_heads + 2 * kv_heads) * hd; }
 };
 
+// The median time of one replay of a graph captured from body (20 timed, 3 warm-up).
+double graph_replay_ms(cudaStream_t st, const std::function<void()>& body) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  body();
+  CK(cudaStreamEndCapture(st, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = median_ms(
+      st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms;
+}
+
 void decode_step(Lab& lab, double copy_bw,
                  const std::vector<std::pair<std::string, Lab::GemvFn>>& variants) {
   const Shape8B s;
@@ -1347,21 +1362,8 @@ void decode_step(Lab& lab, double copy_bw,
       }
       fn(lm_head.weight(), xn.as<Bf16>(), logits.data(), true);
     };
-    auto graph_ms = [&](const std::function<void(int)>& body) {
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      body(0);
-      CK(cudaStreamEndCapture(st, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      double ms = median_ms(
-          st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      return ms;
-    };
-    double full = graph_ms(step);
-    double gemv = graph_ms(gemvs_only);
+    double full = graph_replay_ms(st, [&] { step(0); });
+    double gemv = graph_replay_ms(st, [&] { gemvs_only(0); });
     double floor_ms = weight_bytes / copy_bw * 1e3;
     std::printf(
         "  decode step 8B 4-bit g64 %-14s graph %.3f ms = %.1f tok/s (floor %.3f ms = %.0f tok/s, "
@@ -1519,19 +1521,7 @@ void decode_step(Lab& lab, double copy_bw,
     };
     // The residual stream grows by adding each layer's outputs; restart it per replay
     // batch is unnecessary for timing (values stay finite over 23 replays of random data).
-    auto step_ms = [&]() {
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      step();
-      CK(cudaStreamEndCapture(st, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      double t = median_ms(
-          st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      return t;
-    };
+    auto step_ms = [&] { return graph_replay_ms(st, step); };
     const double ms = step_ms();
     if (tiled) {
       const std::pair<unsigned, const char*> knockouts[] = {

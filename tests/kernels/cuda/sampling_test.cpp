@@ -14,8 +14,10 @@ namespace {
 class SamplingTest : public CudaTest {
  protected:
   // Samples `rows` copies of `logits` (one per SamplingRow) and returns the ids.
+  // with_params false: no parameter image (the plain split argmax reads none).
   std::vector<int32_t> sample(const std::vector<float>& logits, int vocab,
-                              const std::vector<SamplingRow>& rows, SamplingArgs extra = {}) {
+                              const std::vector<SamplingRow>& rows, SamplingArgs extra = {},
+                              bool with_params = true) {
     int n = static_cast<int>(rows.size());
     const int64_t ld = vocab + 3;
     std::vector<float> all(n * ld, 0.0f);
@@ -30,7 +32,7 @@ class SamplingTest : public CudaTest {
     a.ld_logits = ld;
     a.rows = n;
     a.vocab = vocab;
-    a.params = dp.as<SamplingRow>();
+    a.params = with_params ? dp.as<SamplingRow>() : nullptr;
     a.counts = ws->as<int32_t>();
     a.out_tokens = dout.as<int32_t>();
     EXPECT_EQ(sample_tokens(a, ctx_->stream()), cudaSuccess);
@@ -120,29 +122,21 @@ TEST_F(SamplingTest, SplitGreedyArgmaxMatchesAndLeavesItsStateZero) {
   auto ids = sample(logits, vocab, {greedy, greedy, greedy}, split);
   EXPECT_EQ(ids, (std::vector<int32_t>{vocab - 1, vocab - 1, vocab - 1}));
   // The plain split (no bias, no penalty) reads no parameters and may launch under PDL, as
-  // the decode graph's last kernel: the same ids; PDL with a bias list is refused.
-  {
-    const int64_t ld = vocab + 3;
-    std::vector<float> all(rows * ld, 0.0f);
-    for (int r = 0; r < rows; ++r) std::copy(logits.begin(), logits.end(), &all[r * ld]);
-    DeviceBuffer dl = upload(all);
-    DeviceBuffer dout = poisoned<int32_t>(rows);
-    SamplingArgs a = split;
-    a.logits = dl.as<float>();
-    a.ld_logits = ld;
-    a.rows = rows;
-    a.vocab = vocab;
-    a.out_tokens = dout.as<int32_t>();
-    a.pdl = ctx_->properties().major >= 9;
-    ASSERT_EQ(sample_tokens(a, ctx_->stream()), cudaSuccess);
-    EXPECT_EQ(download<int32_t>(dout, rows),
-              (std::vector<int32_t>{vocab - 1, vocab - 1, vocab - 1}));
-    const int32_t offsets[4] = {0, 0, 0, 0};
-    DeviceBuffer doff = upload(std::vector<int32_t>(offsets, offsets + 4));
-    a.bias_offsets = doff.as<int32_t>();
-    a.pdl = true;
-    EXPECT_EQ(sample_tokens(a, ctx_->stream()), cudaErrorInvalidValue);
-  }
+  // the decode graph's last kernel: the same ids. PDL with a bias list is refused (checked
+  // before anything is read: the pointers are never dereferenced).
+  SamplingArgs pdl = split;
+  pdl.pdl = ctx_->properties().major >= 9;
+  ids = sample(logits, vocab, {greedy, greedy, greedy}, pdl, false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{vocab - 1, vocab - 1, vocab - 1}));
+  SamplingArgs biased = pdl;
+  biased.pdl = true;
+  biased.logits = reinterpret_cast<float*>(state->data());
+  biased.ld_logits = vocab;
+  biased.rows = rows;
+  biased.vocab = vocab;
+  biased.out_tokens = reinterpret_cast<int32_t*>(state->data());
+  biased.bias_offsets = reinterpret_cast<const int32_t*>(state->data());
+  EXPECT_EQ(sample_tokens(biased, ctx_->stream()), cudaErrorInvalidValue);
   std::vector<unsigned char> left(greedy_workspace_bytes(rows), 1);
   ASSERT_EQ(cudaMemcpy(left.data(), state->data(), left.size(), cudaMemcpyDeviceToHost),
             cudaSuccess);
