@@ -40,7 +40,7 @@ namespace hearth::cuda::detail {
 namespace {
 
 constexpr int kWarps = 8;       // a block's warps (two blocks a multiprocessor) ...
-constexpr int kWideWarps = 16;  // ... or, for the RoPE qkv GEMV, one block of 16 (block_warps)
+constexpr int kWideWarps = 16;  // ... or one block of 16 (fused qkv / gate_up: block_warps)
 constexpr int kStepK = 64;      // values per step: 4 x mma k16
 constexpr int kChunkSteps = 4;  // steps per load batch
 constexpr int kChunkK = kStepK * kChunkSteps;   // 256
