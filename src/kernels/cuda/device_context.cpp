@@ -234,7 +234,10 @@ Status DeviceContext::upload(const std::vector<UploadJob>& jobs, const UploadOpt
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
-  return first_error;
+  HEARTH_RETURN_IF_ERROR(first_error);
+  // A pageable copy (a worker that could not pin) may return before its DMA lands, on the
+  // legacy stream, which the context's non-blocking stream does not wait for.
+  return cuda_status(cudaDeviceSynchronize(), "finishing the upload");
 }
 
 }  // namespace hearth::cuda

@@ -32,8 +32,10 @@ bool skinny_gemm_routed(int m, int n, int k) {
 GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), options_(options) {
   if (!options_.skinny) return;
   auto counters = ctx.allocate(kSkinnyCounters * sizeof(unsigned), "skinny GEMM counters");
-  if (counters.ok() &&
-      cudaMemset(counters->data(), 0, kSkinnyCounters * sizeof(unsigned)) == cudaSuccess) {
+  // On the context's stream: its GEMMs are ordered after the zeroing (it does not wait for
+  // the legacy stream a plain cudaMemset runs on).
+  if (counters.ok() && cudaMemsetAsync(counters->data(), 0, kSkinnyCounters * sizeof(unsigned),
+                                       ctx.stream()) == cudaSuccess) {
     skinny_counters_ = std::move(counters).value();
   }
 }

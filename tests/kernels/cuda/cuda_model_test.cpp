@@ -310,6 +310,7 @@ TEST(CudaModel, BatchedGemmIsCorrectAndReplaysIdentically) {
   ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok());
   ASSERT_EQ(cudaMemcpy(dx->data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dw->data(), hw.data(), hw.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the context's stream does not wait for it
   cuda::GemmShape g{m, n, k, k, k, n, cuda::GemmOut::kBf16, false};
   auto run = [&] {
     Status st = gemm.run(g, dx->as<__nv_bfloat16>(), dw->as<__nv_bfloat16>(), dy->data());

@@ -64,6 +64,9 @@ class CudaTest : public ::testing::Test {
     EXPECT_TRUE(buf.ok()) << buf.status().to_string();
     EXPECT_EQ(cudaMemcpy(buf->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
               cudaSuccess);
+    // From pageable memory the copy may still be in flight on the legacy stream, which the
+    // context's non-blocking stream does not wait for.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return std::move(buf).value();
   }
 
@@ -74,6 +77,9 @@ class CudaTest : public ::testing::Test {
     auto buf = ctx_->allocate(n * sizeof(T) + 16, "test output");
     EXPECT_TRUE(buf.ok()) << buf.status().to_string();
     EXPECT_EQ(cudaMemset(buf->data(), 0xff, n * sizeof(T)), cudaSuccess);
+    // cudaMemset may return before it is done, and the context's non-blocking stream does not
+    // wait for the legacy stream: a late poison once overwrote a kernel's output (S17-W4).
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return std::move(buf).value();
   }
 

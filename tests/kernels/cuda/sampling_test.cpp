@@ -110,7 +110,8 @@ TEST_F(SamplingTest, SplitGreedyArgmaxMatchesAndLeavesItsStateZero) {
   const int rows = 3;
   auto state = ctx_->allocate(greedy_workspace_bytes(rows), "greedy state");
   ASSERT_TRUE(state.ok());
-  ASSERT_EQ(cudaMemset(state->data(), 0, greedy_workspace_bytes(rows)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(state->data(), 0, greedy_workspace_bytes(rows), ctx_->stream()),
+            cudaSuccess);
   SamplingArgs split;
   split.all_greedy = true;
   split.greedy_state = state->data();

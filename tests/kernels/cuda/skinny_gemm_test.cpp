@@ -67,7 +67,8 @@ TEST_P(SkinnyGemmTest, MatchesFloat64Reference) {
   auto partials = ctx_->allocate(std::max<size_t>(plan.partial_floats, 1) * 4, "partials");
   auto counters = ctx_->allocate(std::max(plan.counters, 1) * 4, "counters");
   ASSERT_TRUE(partials.ok() && counters.ok());
-  ASSERT_EQ(cudaMemset(counters->data(), 0, std::max(plan.counters, 1) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(counters->data(), 0, std::max(plan.counters, 1) * 4, ctx_->stream()),
+            cudaSuccess);
   args.partials = partials->as<float>();
   args.counters = counters->as<unsigned>();
   ASSERT_EQ(skinny_gemm(args, ctx_->stream()), cudaSuccess);
