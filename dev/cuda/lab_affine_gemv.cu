@@ -1422,13 +1422,12 @@ void decode_step(Lab& lab, double copy_bw,
       a.sm_count = lab.sms_;
       a.pdl = use_pdl;
       a.kernel = kernel;
-      a.block_warps = fused_warps;  // only the gated form takes it here
+      a.block_warps = fused_warps;  // only the fused qkv and gated forms take it
       auto launch = [&](const AffineGemvArgs& args) { CK(affine_gemv(args, st)); };
       if (rope != nullptr) {
         AffineGemvArgs fused = a;
         fused.epilogue = GemvEpilogue::kRopeKvWrite;
         fused.rope = *rope;
-        fused.block_warps = fused_warps;
         if (affine_gemv_supported(fused)) {
           launch(fused);
           return;

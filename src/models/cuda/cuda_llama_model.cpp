@@ -348,7 +348,6 @@ class CudaLlamaModel : public Model {
   cuda::GemmBf16 gemm_;
   DeviceSampler sampler_;
   PinnedBuffer meta_staging_;  // host side of meta_
-  PinnedBuffer ids_staging_;   // greedy_out_ coming back
   DeviceBuffer greedy_out_;    // int32 [rows]: a greedy step's ids
   DeviceBuffer greedy_state_;  // the split argmax's meeting slots (zero between steps)
   std::size_t weight_bytes_ = 0;
@@ -1158,14 +1157,9 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
         clock_->begin(ctx_->stream(), !rows.empty() && batch.tokens.size() == rows.size() &&
                                           rows.size() == batch.sequences.size()));
   }
-  // Plain greedy rows (no bias, no penalty, none for the host): the argmax runs at the end
-  // of the step itself (captured with it), and only the ids come back.
-  const bool greedy =
-      !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) {
-        return !r.on_host && (r.temperature <= 0.0f || r.top_k == 1) && r.logit_bias.empty() &&
-               r.repetition_penalty == 1.0f && r.presence_penalty == 0.0f &&
-               r.frequency_penalty == 0.0f;
-      });
+  // Plain greedy rows: the argmax runs at the end of the step itself (captured with it),
+  // and only the ids come back.
+  const bool greedy = DeviceSampler::plain_greedy(rows);
   HEARTH_RETURN_IF_ERROR(launch(batch, greedy));
   if (clock_ != nullptr) HEARTH_RETURN_IF_ERROR(clock_->forward_done(ctx_->stream()));
   if (rows.empty()) return ctx_->synchronize();
@@ -1175,34 +1169,23 @@ Status CudaLlamaModel::forward_sample(const ForwardBatch& batch, std::span<const
                   batch.tokens.size(), launch_ms_, watch.elapsed_ms());
   }
   ++steps_;
-  if (greedy) {
-    const std::size_t bytes = rows.size() * sizeof(int32_t);
-    HEARTH_RETURN_IF_ERROR(ids_staging_.ensure(bytes));
-    cudaStream_t st = ctx_->stream();
-    HEARTH_RETURN_IF_ERROR(cuda_status(
-        cudaMemcpyAsync(ids_staging_.data(), greedy_out_.data(), bytes, cudaMemcpyDeviceToHost, st),
-        "downloading sampled ids"));
-    if (clock_ != nullptr) {
-      HEARTH_RETURN_IF_ERROR(
-          cuda_status(cudaEventRecord(clock_->end_event(), st), "recording the step clock"));
+  cudaEvent_t downloaded = clock_ != nullptr ? clock_->end_event() : nullptr;
+  if (greedy) {  // the step took the argmax: only its ids come back
+    HEARTH_RETURN_IF_ERROR(sampler_.download(greedy_out_.as<int32_t>(), tokens, downloaded));
+  } else {
+    // Host rows leave before the sampling kernels touch the logits (same stream, in order).
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].on_host) continue;
+      HEARTH_RETURN_IF_ERROR(cuda_status(
+          cudaMemcpyAsync(host_logits.data() + out * vocab, logits_.as<float>() + i * vocab,
+                          vocab * sizeof(float), cudaMemcpyDeviceToHost, ctx_->stream()),
+          "downloading logits"));
+      ++out;
     }
-    HEARTH_RETURN_IF_ERROR(ctx_->synchronize());
-    std::memcpy(tokens.data(), ids_staging_.data(), bytes);
-    if (clock_ != nullptr) clock_->finish();
-    return ok_status();
+    HEARTH_RETURN_IF_ERROR(
+        sampler_.sample(logits_.as<float>(), config_.vocab_size, rows, tokens, downloaded));
   }
-  // Host rows leave before the sampling kernels touch the logits (same stream, in order).
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (!rows[i].on_host) continue;
-    HEARTH_RETURN_IF_ERROR(cuda_status(
-        cudaMemcpyAsync(host_logits.data() + out * vocab, logits_.as<float>() + i * vocab,
-                        vocab * sizeof(float), cudaMemcpyDeviceToHost, ctx_->stream()),
-        "downloading logits"));
-    ++out;
-  }
-  HEARTH_RETURN_IF_ERROR(sampler_.sample(logits_.as<float>(), config_.vocab_size, rows, tokens,
-                                         clock_ != nullptr ? clock_->end_event() : nullptr));
   if (clock_ != nullptr) clock_->finish();
   return ok_status();
 }

@@ -47,7 +47,37 @@ class Image {
   std::vector<char> bytes_;
 };
 
+// A row the argmax decides (temperature 0 or top-k 1): its seed and step are never read.
+bool greedy_row(float temperature, int top_k) { return temperature <= 0.0f || top_k == 1; }
+
 }  // namespace
+
+bool DeviceSampler::plain_greedy(std::span<const RowSampling> rows) {
+  return !rows.empty() && std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) {
+    return !r.on_host && greedy_row(r.temperature, r.top_k) && r.logit_bias.empty() &&
+           r.repetition_penalty == 1.0f && r.presence_penalty == 0.0f &&
+           r.frequency_penalty == 0.0f;
+  });
+}
+
+Status DeviceSampler::download(const int32_t* device_ids, std::span<int32_t> tokens,
+                               cudaEvent_t downloaded) {
+  const std::size_t bytes = tokens.size() * sizeof(int32_t);
+  // sample() sized the buffer before queuing its parameter upload from it, so this never
+  // frees memory a queued copy still reads.
+  HEARTH_RETURN_IF_ERROR(staging_.ensure(bytes));
+  cudaStream_t st = ctx_.stream();
+  HEARTH_RETURN_IF_ERROR(
+      cuda_status(cudaMemcpyAsync(staging_.data(), device_ids, bytes, cudaMemcpyDeviceToHost, st),
+                  "downloading sampled ids"));
+  if (downloaded != nullptr) {
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cudaEventRecord(downloaded, st), "recording the step clock"));
+  }
+  HEARTH_RETURN_IF_ERROR(ctx_.synchronize());
+  std::memcpy(tokens.data(), staging_.data(), bytes);
+  return ok_status();
+}
 
 Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampling> rows,
                              std::span<int32_t> tokens, cudaEvent_t downloaded) {
@@ -72,8 +102,8 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
     p.repetition_penalty = r.repetition_penalty;
     p.presence_penalty = r.presence_penalty;
     p.frequency_penalty = r.frequency_penalty;
-    // The greedy branch reads neither: zeros keep a greedy decode's image the same each step.
-    const bool greedy = r.temperature <= 0.0f || r.top_k == 1;
+    // Zeros where unread keep a greedy decode's image the same each step.
+    const bool greedy = greedy_row(r.temperature, r.top_k);
     p.seed = greedy ? 0 : r.seed;
     p.step = greedy ? 0 : r.step;
     any_bias = any_bias || !r.logit_bias.empty();
@@ -170,7 +200,7 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
   a.out_tokens = out_.as<int32_t>();
   // Greedy rows only (on_host rows are plain argmaxes too): the argmax split over blocks.
   a.all_greedy = std::all_of(params.begin(), params.end(), [](const cuda::SamplingRow& p) {
-    return p.temperature <= 0.0f || p.top_k == 1;
+    return greedy_row(p.temperature, p.top_k);
   });
   if (a.all_greedy) {
     const std::size_t bytes = cuda::greedy_workspace_bytes(n);
@@ -184,17 +214,8 @@ Status DeviceSampler::sample(float* logits, int vocab, std::span<const RowSampli
   }
   HEARTH_RETURN_IF_ERROR(cuda_status(cuda::sample_tokens(a, st), "sampling on the device"));
   // The ids land in the pinned staging buffer (its parameter image was consumed by the
-  // upload above, which precedes this copy on the stream).
-  HEARTH_RETURN_IF_ERROR(
-      cuda_status(cudaMemcpyAsync(staging_.data(), out_.data(), n * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, st),
-                  "downloading sampled ids"));
-  if (downloaded != nullptr) {
-    HEARTH_RETURN_IF_ERROR(
-        cuda_status(cudaEventRecord(downloaded, st), "recording the step clock"));
-  }
-  HEARTH_RETURN_IF_ERROR(ctx_.synchronize());
-  std::memcpy(tokens.data(), staging_.data(), n * sizeof(int32_t));
+  // upload above, which precedes the download on the stream).
+  HEARTH_RETURN_IF_ERROR(download(out_.as<int32_t>(), tokens, downloaded));
   uploaded_ = image.bytes();
   return ok_status();
 }

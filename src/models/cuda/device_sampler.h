@@ -42,6 +42,16 @@ class DeviceSampler {
   Status sample(float* logits, int vocab, std::span<const RowSampling> rows,
                 std::span<int32_t> tokens, cudaEvent_t downloaded = nullptr);
 
+  // Rows whose ids are their logits' argmax with nothing before it (greedy, no bias, no
+  // penalty, none for the host): the split argmax alone decides them, reading no parameters
+  // (a model may run it at the end of its own step).
+  static bool plain_greedy(std::span<const RowSampling> rows);
+
+  // tokens.size() ids at device_ids (int32, the context's stream) copied into `tokens`
+  // through the pinned staging buffer; waits for them. `downloaded` as in sample().
+  Status download(const int32_t* device_ids, std::span<int32_t> tokens,
+                  cudaEvent_t downloaded = nullptr);
+
  private:
   cuda::DeviceContext& ctx_;
   PinnedBuffer staging_;      // host image of the parameters, then the ids coming back

@@ -2,11 +2,10 @@
 // between device work and the device waiting on the host between steps (the engine's
 // bookkeeping, the step's upload and launch). Three events a step, on the model's stream: one
 // before the step's first upload, one after the forward pass (metadata upload and the graph,
-// which ends with the argmax on plain greedy steps), one after the sampled ids' download;
-// busy time is the span from the first to the last,
-// split into the forward pass and the sampling tail, idle time the span from one decode
-// step's last event to the next one's first. The totals are logged (info) when the clock is
-// destroyed.
+// which ends with the argmax on plain greedy steps), one after the sampled ids' download.
+// Busy time is the span from the first to the last, split into the forward pass and the
+// sampling tail; idle time the span from one decode step's last event to the next one's
+// first. The totals are logged (info) when the clock is destroyed.
 #pragma once
 
 #include <cuda_runtime.h>
