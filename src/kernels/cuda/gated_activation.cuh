@@ -15,6 +15,7 @@ enum class GatedActivation { kSilu, kGeluTanh };
 // halves of one fused gate_up projection). out may alias gate.
 cudaError_t gated_activation(GatedActivation act, const __nv_bfloat16* gate, int64_t ld_gate,
                              const __nv_bfloat16* up, int64_t ld_up, __nv_bfloat16* out,
-                             int64_t ld_out, int rows, int cols, cudaStream_t stream);
+                             int64_t ld_out, int rows, int cols, cudaStream_t stream,
+                             bool pdl = false);
 
 }  // namespace hearth::cuda

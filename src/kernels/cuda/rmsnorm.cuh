@@ -13,9 +13,11 @@ namespace hearth::cuda {
 
 // delta: [rows, dim] (ld_delta) or null; residual: [rows, dim] (ld_residual), updated in
 // place; weight: [dim]; out: [rows, dim] (ld_out), may alias delta but not residual.
+// pdl (sm_90+ only): launched as a programmatic dependent of the previous kernel, so its blocks
+// are scheduled as that kernel's blocks exit; it waits for that kernel's writes before reading.
 cudaError_t rmsnorm_residual(const __nv_bfloat16* delta, int64_t ld_delta, __nv_bfloat16* residual,
                              int64_t ld_residual, const __nv_bfloat16* weight, float weight_offset,
                              float eps, __nv_bfloat16* out, int64_t ld_out, int rows, int dim,
-                             cudaStream_t stream);
+                             cudaStream_t stream, bool pdl = false);
 
 }  // namespace hearth::cuda

@@ -1,4 +1,5 @@
-// RoPE + QKV split + paged KV write: one block per token, one warp per head at a time.
+// RoPE + QKV split + paged KV write: a block per token and group of 8 heads, a warp a head
+// (a 64-token decode step runs 384 blocks, not 64 blocks of six heads a warp in turn).
 // Angles are computed in f32 as position * inv_freq (as transformers does) with accurate
 // sincosf (detail::rope_pair, shared with the qkv GEMV's fused form).
 #include "kernels/cuda/common.cuh"
@@ -15,6 +16,7 @@ __global__ void rope_kv_write_kernel(RopeKvWriteArgs a) {
   // A PDL-launched paged attention may start its metadata prologue now (it waits for this
   // grid before reading q or the cache); without PDL this is a no-op.
   detail::launch_dependents();
+  detail::grid_dependency_wait();  // a PDL launch: the qkv GEMM's output first
   int t = blockIdx.x;
   int lane = threadIdx.x & 31;
   int warp = threadIdx.x >> 5;
@@ -24,7 +26,8 @@ __global__ void rope_kv_write_kernel(RopeKvWriteArgs a) {
   int64_t slot = a.slots[t];
   const __nv_bfloat16* row = a.qkv + t * a.ld_qkv;
 
-  for (int h = warp; h < total_heads; h += kWarps) {
+  const int h = blockIdx.y * kWarps + warp;
+  if (h < total_heads) {
     const __nv_bfloat16* src = row + h * a.head_dim;
     bool is_q = h < a.q_heads;
     bool is_v = h >= a.q_heads + a.kv_heads;
@@ -32,14 +35,14 @@ __global__ void rope_kv_write_kernel(RopeKvWriteArgs a) {
     if (is_q) {
       dst = a.q_out + t * a.ld_q_out + h * a.head_dim;
     } else {
-      if (slot < 0) continue;
+      if (slot < 0) return;
       int kv_head = is_v ? h - a.q_heads - a.kv_heads : h - a.q_heads;
       __nv_bfloat16* cache = is_v ? a.v_cache : a.k_cache;
       dst = cache + (slot * a.kv_heads + kv_head) * a.head_dim;
     }
     if (is_v) {
       for (int i = lane; i < a.head_dim; i += 32) dst[i] = src[i];
-      continue;
+      return;
     }
     const __nv_bfloat16* norm = is_q ? a.q_norm : a.k_norm;
     float inv_rms = 1.0f;
@@ -75,8 +78,10 @@ cudaError_t rope_kv_write(const RopeKvWriteArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   if (a.tokens == 0) return cudaSuccess;
-  rope_kv_write_kernel<<<a.tokens, kWarps * 32, 0, stream>>>(a);
-  return cudaGetLastError();
+  const int head_groups = (a.q_heads + 2 * a.kv_heads + kWarps - 1) / kWarps;
+  if (head_groups > 65535) return cudaErrorInvalidValue;
+  return detail::launch_kernel(rope_kv_write_kernel, dim3(a.tokens, head_groups), dim3(kWarps * 32),
+                               0, stream, a.pdl, a);
 }
 
 }  // namespace hearth::cuda

@@ -30,6 +30,9 @@ struct RopeKvWriteArgs {
   int kv_heads = 0;
   int head_dim = 0;
   int rotary_dim = 0;  // even, <= head_dim; the rest of each head passes through
+  // rope_kv_write only (sm_90+): launch as a programmatic dependent of the previous kernel
+  // (scheduled as its blocks exit; waits for its writes before reading qkv).
+  bool pdl = false;
 };
 
 cudaError_t rope_kv_write(const RopeKvWriteArgs& args, cudaStream_t stream);

@@ -765,6 +765,9 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
   // sums); the residual then needs no pending delta. Dense weights run gemv_bf16, quantized
   // ones affine_gemv (the tensor-core kernel where it applies).
   const bool fused = fused_decode(n);
+  // The small kernels between GEMMs (norms, RoPE + KV write, the SiLU gate) launch as
+  // programmatic dependents on sm_90: scheduled as the previous kernel's blocks exit.
+  const bool pdl = ctx_->properties().major >= 9;
   using Epi = cuda::GemvEpilogue;
   auto gemv = [&](const DeviceLinear& l, const Bf16* x, void* y, Epi epi,
                   const DeviceBuffer* norm) {
@@ -797,6 +800,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     r.kv_heads = c.num_kv_heads;
     r.head_dim = c.head_dim;
     r.rotary_dim = rotary_dim_;
+    r.pdl = pdl;
     bool roped = false;  // the qkv GEMV's epilogue did rope_kv_write's work
     if (fused) {
       // No L2 prefetch of o's weights from the qkv GEMV: W4's lab_decode_step measured the
@@ -826,7 +830,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
       HEARTH_RETURN_IF_ERROR(
           cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
                                              layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
-                                             hidden, n, hidden, st),
+                                             hidden, n, hidden, st, pdl),
                       "input norm"));
       HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
     }
@@ -857,7 +861,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     // PDL: the sequence lookup and first block-table entries load before the wait on the
     // previous kernel (rope_kv_write or the fused qkv GEMV); in fused decode steps the o GEMV
     // (PDL too) starts streaming its weights while attention runs.
-    a.pdl = ctx_->properties().major >= 9;
+    a.pdl = pdl;
     HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
     if (fused) {
       // o (+ residual), then the MLP block below in two kernels.
@@ -872,7 +876,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     // MLP block: resid += down(silu(gate(x)) * up(x)).
     HEARTH_RETURN_IF_ERROR(
         cuda_status(cuda::rmsnorm_residual(delta, hidden, resid, hidden, layer.post_norm.as<Bf16>(),
-                                           0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st),
+                                           0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st, pdl),
                     "post-attention norm"));
     HEARTH_RETURN_IF_ERROR(linear(layer.gate_up, xn, n, gate_up_.data(), false));
     const int gb = layer.gate_up.row_block;
@@ -880,7 +884,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
       HEARTH_RETURN_IF_ERROR(
           cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, gate_up_.as<Bf16>(),
                                              2 * inter, gate_up_.as<Bf16>() + inter, 2 * inter,
-                                             act_.as<Bf16>(), inter, n, inter, st),
+                                             act_.as<Bf16>(), inter, n, inter, st, pdl),
                       "SiLU gate"));
     } else {
       // Blocked gate_up: each token's row is inter / gb rows of [gb gate | gb up] columns;
@@ -893,7 +897,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
         HEARTH_RETURN_IF_ERROR(
             cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, g, 2 * gb, g + gb,
                                                2 * gb, act_.as<Bf16>() + std::size_t(r0) * inter,
-                                               gb, rows * per_token, gb, st),
+                                               gb, rows * per_token, gb, st, pdl),
                         "SiLU gate"));
       }
     }
@@ -915,7 +919,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
   // Final norm over every row (cheap), then gather the rows whose logits are wanted.
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cuda::rmsnorm_residual(fused ? nullptr : delta, hidden, resid, hidden, final_norm_.as<Bf16>(),
-                             0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st),
+                             0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st, pdl),
       "final norm"));
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cuda::embedding_gather(xn, hidden, reinterpret_cast<const int32_t*>(meta(off_rows)), rows,

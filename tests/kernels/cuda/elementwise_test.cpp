@@ -103,17 +103,23 @@ TEST_P(RmsNormTest, MatchesReferenceAndUpdatesResidual) {
   expect_within_bf16_ulp(got, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, RmsNormTest,
-                         ::testing::Values(NormCase{1, 4096, true, 0.0f},
-                                           NormCase{3, 769, true, 0.0f},
-                                           NormCase{5, 5125, false, 0.0f},
-                                           NormCase{2, 5125, true, 1.0f}));
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, RmsNormTest,
+    ::testing::Values(NormCase{1, 4096, true, 0.0f}, NormCase{3, 769, true, 0.0f},
+                      NormCase{5, 5125, false, 0.0f}, NormCase{2, 5125, true, 1.0f},
+                      // > 8 elements a thread: the two-pass form
+                      NormCase{2, 9000, true, 0.0f}, NormCase{3, 9000, false, 1.0f}));
 
-TEST_F(CudaTest, GatedActivationsMatchReference) {
-  const int rows = 3;
-  const int cols = 5125;
-  const int64_t ld_in = 2 * cols + 7;  // gate and up are halves of one padded row
-  const int64_t ld_out = cols + 1;
+// Odd columns and strides take the scalar kernel; multiples of 8 the 16-byte one (gate and
+// up are halves of one padded row).
+struct GatedCase {
+  int rows, cols;
+  int64_t ld_in, ld_out;
+};
+class GatedActivationTest : public CudaTest, public ::testing::WithParamInterface<GatedCase> {};
+
+TEST_P(GatedActivationTest, MatchesReference) {
+  const auto [rows, cols, ld_in, ld_out] = GetParam();
   auto gate_up = random_bf16_values(rows * ld_in, 31, 2.0f);
   DeviceBuffer din = upload(to_bf16(gate_up));
   for (GatedActivation act : {GatedActivation::kSilu, GatedActivation::kGeluTanh}) {
@@ -149,6 +155,11 @@ TEST_F(CudaTest, GatedActivationsMatchReference) {
 }
 
 // tanhf is within 2 ulp of the true value; 1e-5 relative covers it and the division.
+INSTANTIATE_TEST_SUITE_P(Shapes, GatedActivationTest,
+                         ::testing::Values(GatedCase{3, 5125, 2 * 5125 + 7, 5125 + 1},
+                                           GatedCase{64, 14336, 2 * 14336, 14336},
+                                           GatedCase{5, 4104, 2 * 4104 + 8, 4104 + 8}));
+
 TEST_F(CudaTest, SoftcapMatchesTanhFormula) {
   const int rows = 2;
   const int cols = 5125;
