@@ -26,8 +26,17 @@ if(NOT HEARTH_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "hearth: CUDA backend ${HEARTH_HAVE_CUDA}")
 
-# Compile the given CUDA sources for sm_90a only (wgmma, setmaxnreg, TMA paths).
-function(hearth_cuda_hopper_only)
-  set_source_files_properties(${ARGN} PROPERTIES COMPILE_OPTIONS
-    "-gencode=arch=compute_90a,code=sm_90a")
+# hearth_cuda_hopper_only(<target> <files...>): compiles the given CUDA sources for sm_90a
+# alone (wgmma, TMA, setmaxnreg) in an object library linked into <target>, so no sm_80/sm_90
+# image of them exists; callers launch them only on sm_90 devices.
+function(hearth_cuda_hopper_only target)
+  set(lib ${target}_sm90a)
+  add_library(${lib} OBJECT ${ARGN})
+  set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17)
+  target_compile_options(${lib} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a>)
+  target_include_directories(${lib} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${lib} PRIVATE CUDA::cudart)
+  hearth_apply_flags(${lib})
+  target_sources(${target} PRIVATE $<TARGET_OBJECTS:${lib}>)
 endfunction()

@@ -1,5 +1,5 @@
-// Lab for the skinny bf16 GEMM (issue 6): src's skinny_gemm against cuBLASLt (GemmBf16) on
-// the 8B shapes (qkv, o, gate_up, down, lm_head) at m = 16..128, timed as a decode step runs
+// Lab for the Hopper wgmma GEMM (issue 6): src's wgmma_gemm against cuBLASLt (GemmBf16) on
+// the 8B shapes (qkv, o, gate_up, down, lm_head) at m = 8..128, timed as a decode step runs
 // them: weights from DRAM (each timed chain rotates over > 256 MB of distinct weight copies,
 // so the 60 MB L2 never holds them) and calls replayed from one CUDA graph. Every variant's
 // output is checked against cuBLASLt's (bf16: within one rounding; a failed check prints and
@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@
 #include "dev/cuda/lab.h"
 #include "kernels/cuda/device_context.h"
 #include "kernels/cuda/gemm_bf16.h"
-#include "kernels/cuda/gemm_skinny.cuh"
+#include "kernels/cuda/gemm_wgmma.cuh"
 
 namespace hearth::cuda::dev {
 namespace {
@@ -35,7 +37,7 @@ constexpr Shape kShapes[] = {{"qkv", 6144, 4096},
                              {"gate_up", 28672, 4096},
                              {"down", 4096, 14336},
                              {"lm_head", 128256, 4096}};
-constexpr int kMaxRows = 256;
+constexpr int kMaxRows = 128;
 
 // Seconds per call of fn(i) over `calls` calls captured into one graph (median of replays).
 template <typename F>
@@ -92,24 +94,9 @@ struct Workspace {
   int counter_count = 1 << 16;
 };
 
-struct Variant {
-  int bn;
-  int occupancy;
-  int splits;  // 0 = auto
-  bool pdl;
-  bool evict_first;
-};
-
-std::string describe(const SkinnyGemmPlan& p, const Variant& v) {
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "bn%d mt%d st%d s%d g%d%s%s", p.bn, p.mt, p.stages, p.splits,
-                p.grid, v.pdl ? " pdl" : "", v.evict_first ? " ef" : "");
-  return buf;
-}
-
-SkinnyGemmArgs make_args(int m, int n, int k, const Bf16* x, const Bf16* w, void* y, bool f32,
-                         int sm, const Variant& v, const Workspace& ws) {
-  SkinnyGemmArgs a;
+WgmmaGemmArgs make_args(int m, int n, int k, const Bf16* x, const Bf16* w, void* y, bool f32,
+                        int sm, bool pdl, int grid, const Workspace& ws) {
+  WgmmaGemmArgs a;
   a.x = x;
   a.ldx = k;
   a.w = w;
@@ -121,21 +108,15 @@ SkinnyGemmArgs make_args(int m, int n, int k, const Bf16* x, const Bf16* w, void
   a.n = n;
   a.k = k;
   a.sm_count = sm;
-  a.bn = v.bn;
-  a.occupancy = v.occupancy;
-  a.splits = v.splits;
-  a.pdl = v.pdl;
-  a.evict_first = v.evict_first;
+  a.pdl = pdl;
+  a.grid = grid;
   a.partials = ws.partials;
   a.counters = ws.counters;
   return a;
 }
 
-bool plan_fits(const SkinnyGemmPlan& p, const Workspace& ws) {
-  return p.partial_floats <= ws.partial_floats && p.counters <= ws.counter_count;
-}
-
-void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Workspace& ws) {
+void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Workspace& ws,
+                 bool checks) {
   cudaStream_t st = ctx.stream();
   const int sm = ctx.properties().multiProcessorCount;
   const size_t wbytes = size_t(s.n) * s.k * 2;
@@ -157,13 +138,14 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
   CK(fill_random_bf16(x, size_t(kMaxRows) * s.k, 7, 1.0f, st));
   auto wcopy = [&](int i) { return w + size_t(i % copies) * s.n * s.k; };
   GemmBf16Options cublas_only;
-  cublas_only.skinny = false;
+  cublas_only.wgmma = false;
   GemmBf16 gemm(ctx, cublas_only);
   std::printf("\n== %s %dx%d (%.1f MB bf16, %d copies, %d calls a graph)\n", s.name, s.n, s.k,
               wbytes / 1e6, copies, calls);
 
-  // Correctness of odd shapes first: ragged m, accumulate, f32 out (auto variant).
+  // Correctness of odd shapes first: ragged m, accumulate, f32 out.
   for (int m : {1, 5, 37, 100}) {
+    if (!checks) break;
     for (int mode = 0; mode < 3; ++mode) {  // 0 bf16, 1 bf16 accumulate, 2 f32 accumulate
       const bool f32 = mode == 2;
       const bool accumulate = mode != 0;
@@ -178,10 +160,10 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
         }
         GemmShape g{m, s.n, s.k, s.k, s.k, s.n, f32 ? GemmOut::kF32 : GemmOut::kBf16, accumulate};
         CK(gemm.run(g, x, w, f32 ? static_cast<void*>(yf_ref) : y_ref));
-        SkinnyGemmArgs a =
-            make_args(m, s.n, s.k, x, w, f32 ? static_cast<void*>(yf) : y, f32, sm, {}, ws);
+        WgmmaGemmArgs a =
+            make_args(m, s.n, s.k, x, w, f32 ? static_cast<void*>(yf) : y, f32, sm, false, 0, ws);
         a.accumulate = accumulate;
-        CK(skinny_gemm(a, st));
+        CK(wgmma_gemm(a, st));
         CK(cudaStreamSynchronize(st));
         const double r =
             f32 ? check_ratio(to_host_f32(yf, count), to_host_f32(yf_ref, count), true, accumulate)
@@ -195,7 +177,9 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
     }
   }
 
-  for (int m : {8, 16, 32, 64, 128, 256}) {
+  const char* only_m = std::getenv("LAB_M");  // one row count alone (profiling)
+  for (int m : {8, 16, 32, 64, 128}) {
+    if (only_m != nullptr && m != std::atoi(only_m)) continue;
     const size_t count = size_t(m) * s.n;
     GemmShape g{m, s.n, s.k, s.k, s.k, s.n, GemmOut::kBf16, false};
     double cublas_us = 0;
@@ -209,58 +193,43 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
     }
     const std::vector<float> ref = to_host_bf16(y_ref, count);
     auto pct = [&](double us) { return 100.0 * wbytes / (us * 1e-6) / copy_bw; };
-    std::printf("  m=%3d cuBLASLt %8.1f us (%5.1f%% of copy)\n", m, cublas_us, pct(cublas_us));
-    std::vector<Variant> variants = {
-        {0, 0, 0, false, false}, {0, 0, 0, true, false}, {0, 0, 0, false, true}};
-    for (int bn : {64, 128, 256}) {
-      for (int occ : {1, 2}) {
-        if (bn == 256 && occ == 2) continue;  // one block per SM only
-        for (int splits : {1, 2, 3, 4, 6, 8}) variants.push_back({bn, occ, splits, false, false});
-      }
-    }
-    double best_us = 1e30;
-    std::string best;
     std::string line;
-    int last_group = -1;
-    for (size_t vi = 0; vi < variants.size(); ++vi) {
-      const Variant& v = variants[vi];
-      SkinnyGemmArgs a = make_args(m, s.n, s.k, x, w, y, false, sm, v, ws);
-      const SkinnyGemmPlan plan = skinny_gemm_plan(a);
-      if (v.splits > 1 && plan.units > 4 * sm * std::max(1, v.occupancy)) continue;
-      if (!plan_fits(plan, ws)) continue;
-      const std::string name = describe(plan, v);
-      try {
-        CK(cudaMemsetAsync(y, 0, count * 2, st));
-        CK(skinny_gemm(a, st));
-        CK(cudaStreamSynchronize(st));
-        const double r = check_ratio(to_host_bf16(y, count), ref, false);
-        const double us = graph_us(st, calls, [&](int i) {
-          SkinnyGemmArgs b = a;
-          b.w = wcopy(i);
-          CK(skinny_gemm(b, st));
-        });
-        if (r > 1) std::printf("    CHECK FAIL %s (worst %.2f of tolerance)\n", name.c_str(), r);
-        if (r <= 1 && us < best_us) {
-          best_us = us;
-          best = name;
-        }
-        const int group = v.bn == 0 ? 0 : v.bn * 10 + v.occupancy;
-        if (group != last_group && !line.empty()) {
-          std::printf("    %s\n", line.c_str());
-          line.clear();
-        }
-        last_group = group;
-        char buf[128];
-        std::snprintf(buf, sizeof(buf), "%s%s %.1f us %.1f%%", line.empty() ? "" : " | ",
-                      name.c_str(), us, pct(us));
-        line += buf;
-      } catch (const std::exception& e) {
-        std::printf("    %s ERROR %s\n", name.c_str(), e.what());
+    // LAB_GRIDS="48,96": these grids instead of {one block a multiprocessor, two}.
+    std::vector<int> grids = {0, 2 * sm};
+    if (const char* env = std::getenv("LAB_GRIDS")) {
+      grids.clear();
+      for (const char* p = env; *p != 0;) {
+        grids.push_back(std::atoi(p));
+        while (*p != 0 && *p != ',') ++p;
+        if (*p == ',') ++p;
       }
     }
-    if (!line.empty()) std::printf("    %s\n", line.c_str());
-    std::printf("  m=%3d best %s %.1f us (%.1f%% of copy) = %.2fx cuBLASLt\n", m, best.c_str(),
-                best_us, pct(best_us), cublas_us / best_us);
+    for (int pdl = 0; pdl < 2; ++pdl) {
+      for (int grid : grids) {
+        WgmmaGemmArgs a = make_args(m, s.n, s.k, x, w, y, false, sm, pdl != 0, grid, ws);
+        char name[64];
+        std::snprintf(name, sizeof(name), "g%d%s", wgmma_gemm_plan(a).grid, pdl ? " pdl" : "");
+        try {
+          CK(cudaMemsetAsync(y, 0, count * 2, st));
+          CK(wgmma_gemm(a, st));
+          CK(cudaStreamSynchronize(st));
+          const double r = check_ratio(to_host_bf16(y, count), ref, false);
+          const double us = graph_us(st, calls, [&](int i) {
+            WgmmaGemmArgs b = a;
+            b.w = wcopy(i);
+            CK(wgmma_gemm(b, st));
+          });
+          char buf[128];
+          std::snprintf(buf, sizeof(buf), " | %s %.1f us %.1f%% %.2fx%s", name, us, pct(us),
+                        cublas_us / us, r <= 1 ? "" : " CHECK FAIL");
+          line += buf;
+        } catch (const std::exception& e) {
+          line += std::string(" | ") + name + " ERROR " + e.what();
+        }
+      }
+    }
+    std::printf("  m=%3d cuBLASLt %7.1f us (%5.1f%%)%s\n", m, cublas_us, pct(cublas_us),
+                line.c_str());
     std::fflush(stdout);
   }
   CK(cudaFree(w));
@@ -271,7 +240,7 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
   CK(cudaFree(yf));
 }
 
-// 8 layers x (qkv, o, gate_up, down), distinct weights, one graph: cuBLASLt vs auto skinny.
+// 8 layers x (qkv, o, gate_up, down), distinct weights, one graph: cuBLASLt vs wgmma.
 void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
   cudaStream_t st = ctx.stream();
   const int sm = ctx.properties().multiProcessorCount;
@@ -292,11 +261,11 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
   CK(cudaMalloc(&y, size_t(kMaxRows) * 28672 * 2));
   CK(fill_random_bf16(x, size_t(kMaxRows) * 14336, 9, 1.0f, st));
   GemmBf16Options cublas_only;
-  cublas_only.skinny = false;
+  cublas_only.wgmma = false;
   GemmBf16 gemm(ctx, cublas_only);
   std::printf("\n== 8-layer chain (qkv+o+gate_up+down, %.0f MB a layer), us a layer:\n",
               layer_bytes / 1e6);
-  for (int m : {8, 16, 32, 64, 128, 256}) {
+  for (int m : {8, 16, 32, 64, 128}) {
     try {
       auto run = [&](int which, bool pdl) {
         return graph_us(st, kLayers, [&](int l) {
@@ -307,8 +276,7 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
               GemmShape g{m, n, k, k, k, n, GemmOut::kBf16, false};
               CK(gemm.run(g, x, w[l * 4 + i], y));
             } else {
-              Variant v{0, 0, 0, pdl, false};
-              CK(skinny_gemm(make_args(m, n, k, x, w[l * 4 + i], y, false, sm, v, ws), st));
+              CK(wgmma_gemm(make_args(m, n, k, x, w[l * 4 + i], y, false, sm, pdl, 0, ws), st));
             }
           }
         });
@@ -318,7 +286,7 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws) {
       const double p = run(1, true);
       auto pct = [&](double us) { return 100.0 * layer_bytes / (us * 1e-6) / copy_bw; };
       std::printf(
-          "  m=%3d cuBLASLt %6.1f us (%5.1f%%) | skinny %6.1f us (%5.1f%%) | skinny+pdl %6.1f "
+          "  m=%3d cuBLASLt %6.1f us (%5.1f%%) | wgmma %6.1f us (%5.1f%%) | wgmma+pdl %6.1f "
           "us (%5.1f%%) | x32 layers: %.2f -> %.2f ms\n",
           m, c, pct(c), s, pct(s), p, pct(p), c * 32e-3, std::min(s, p) * 32e-3);
     } catch (const std::exception& e) {
@@ -346,16 +314,20 @@ int main() {
     CK(cudaMalloc(&ws.partials, ws.partial_floats * 4));
     CK(cudaMalloc(&ws.counters, size_t(ws.counter_count) * 4));
     CK(cudaMemset(ws.counters, 0, size_t(ws.counter_count) * 4));
+    // LAB_ONLY=<shape> runs that shape's sweep alone (no checks, no chain): one kernel per
+    // variant and m, for a profiler.
+    const char* only = std::getenv("LAB_ONLY");
     for (const Shape& s : kShapes) {
+      if (only != nullptr && std::strcmp(only, s.name) != 0) continue;
       try {
-        shape_sweep(**ctx, s, copy_bw, ws);
+        shape_sweep(**ctx, s, copy_bw, ws, only == nullptr);
       } catch (const std::exception& e) {
         std::printf("%s: ERROR %s\n", s.name, e.what());
       }
     }
-    layer_chain(**ctx, copy_bw, ws);
+    if (only == nullptr) layer_chain(**ctx, copy_bw, ws);
   } catch (const std::exception& e) {
-    std::printf("lab_skinny_gemm: ERROR %s\n", e.what());
+    std::printf("lab_wgmma_gemm: ERROR %s\n", e.what());
     return 1;
   }
   return 0;

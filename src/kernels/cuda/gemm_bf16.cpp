@@ -10,33 +10,37 @@
 namespace hearth::cuda {
 namespace {
 
-// Counters a split-K launch may need: its tiles number fewer than the block slots.
-constexpr int kSkinnyCounters = 1024;
+// wgmma_gemm's counters: one a 128-row tile (a 256k-row vocabulary needs 2048).
+constexpr int kWgmmaCounters = 4096;
+constexpr int kWgmmaMinRoutedRows = 3;
+
+// Zeroed counters on ctx's stream (its GEMMs are ordered after the zeroing: a plain
+// cudaMemset runs on the legacy stream, which the context's stream does not wait for);
+// empty when the allocation fails (the route then stays on cuBLASLt).
+DeviceBuffer zeroed_counters(DeviceContext& ctx, int count, const char* what) {
+  auto counters = ctx.allocate(count * sizeof(unsigned), what);
+  if (!counters.ok() ||
+      cudaMemsetAsync(counters->data(), 0, count * sizeof(unsigned), ctx.stream()) != cudaSuccess) {
+    return DeviceBuffer();
+  }
+  return std::move(counters).value();
+}
 
 }  // namespace
 
 GemmBf16Options GemmBf16Options::from_env() {
   GemmBf16Options options;
-  const char* env = std::getenv("HEARTH_SKINNY_GEMM");
-  if (env != nullptr && std::strcmp(env, "0") == 0) options.skinny = false;
-  if (env != nullptr && std::strcmp(env, "1") == 0) options.skinny = true;
+  const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
+  if (wgmma != nullptr && std::strcmp(wgmma, "0") == 0) options.wgmma = false;
+  if (wgmma != nullptr && std::strcmp(wgmma, "1") == 0) options.wgmma = true;
   return options;
 }
 
-bool skinny_gemm_routed(int m, int n, int k) {
-  (void)n;
-  (void)k;
-  return m >= kSkinnyMinRoutedRows && m <= kSkinnyMaxRoutedRows;
-}
+bool wgmma_gemm_routed(int m) { return m >= kWgmmaMinRoutedRows && m <= kWgmmaMaxRows; }
 
 GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), options_(options) {
-  if (!options_.skinny) return;
-  auto counters = ctx.allocate(kSkinnyCounters * sizeof(unsigned), "skinny GEMM counters");
-  // On the context's stream: its GEMMs are ordered after the zeroing (it does not wait for
-  // the legacy stream a plain cudaMemset runs on).
-  if (counters.ok() && cudaMemsetAsync(counters->data(), 0, kSkinnyCounters * sizeof(unsigned),
-                                       ctx.stream()) == cudaSuccess) {
-    skinny_counters_ = std::move(counters).value();
+  if (options_.wgmma && ctx.properties().major == 9) {
+    wgmma_counters_ = zeroed_counters(ctx, kWgmmaCounters, "wgmma GEMM counters");
   }
 }
 
@@ -108,8 +112,8 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
                   ctx_->properties().multiProcessorCount, ctx_->stream()),
         "bf16 GEMV");
   }
-  if (options_.skinny && skinny_gemm_routed(s.m, s.n, s.k)) {
-    SkinnyGemmArgs a;
+  if (wgmma_counters_.data() != nullptr && wgmma_gemm_routed(s.m)) {
+    WgmmaGemmArgs a;
     a.x = x;
     a.ldx = s.ldx;
     a.w = w;
@@ -122,17 +126,13 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
     a.n = s.n;
     a.k = s.k;
     a.sm_count = ctx_->properties().multiProcessorCount;
-    a.pdl = ctx_->properties().major >= 9;  // weight loads overlap the previous kernel's tail
-    if (skinny_gemm_supported(a)) {
-      SkinnyGemmPlan plan = skinny_gemm_plan(a);
-      if (plan.splits > 1 &&
-          (plan.partial_floats * sizeof(float) > ctx_->workspace_size() ||
-           plan.counters > kSkinnyCounters || skinny_counters_.data() == nullptr)) {
-        a.splits = 1;  // no room for the partials: one unit per tile
-      }
-      a.partials = static_cast<float*>(ctx_->workspace());
-      a.counters = skinny_counters_.as<unsigned>();
-      return cuda_status(skinny_gemm(a, ctx_->stream()), "skinny bf16 GEMM");
+    a.pdl = true;  // the first stages' weight loads overlap the previous kernel's tail
+    a.partials = static_cast<float*>(ctx_->workspace());
+    a.counters = wgmma_counters_.as<unsigned>();
+    const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
+    if (wgmma_gemm_supported(a, ctx_->properties().major) && plan.counters <= kWgmmaCounters &&
+        plan.partial_floats * sizeof(float) <= ctx_->workspace_size()) {
+      return cuda_status(wgmma_gemm(a, ctx_->stream()), "wgmma bf16 GEMM");
     }
   }
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s));

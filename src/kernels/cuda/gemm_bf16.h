@@ -2,8 +2,8 @@
 // y[m, n] = alpha * x[m, k] · w[n, k]^T + beta * y. Plans (descriptors + the heuristic's
 // algorithm) are cached per shape, so a decode step pays no planning cost. Small m (decode)
 // goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
-// GemmBf16Options::skinny (HEARTH_SKINNY_GEMM=1) sends 3-128 rows to skinny_gemm
-// (gemm_skinny.cuh) instead: an experiment, off by default (it measured 0.26-0.99x cuBLASLt).
+// GemmBf16Options::wgmma (HEARTH_WGMMA_GEMM=1) sends 3-128 rows on an sm_90 device to
+// wgmma_gemm (gemm_wgmma.cuh): off by default until it wins a paired A/B.
 #pragma once
 
 #include <cublasLt.h>
@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 #include "kernels/cuda/device_context.h"
-#include "kernels/cuda/gemm_skinny.cuh"
+#include "kernels/cuda/gemm_wgmma.cuh"
 
 namespace hearth::cuda {
 
@@ -33,16 +33,14 @@ struct GemmShape {
 };
 
 struct GemmBf16Options {
-  // Route skinny m (see skinny_gemm_routed) to skinny_gemm instead of cuBLASLt. Only the f32
-  // summation order differs. from_env: HEARTH_SKINNY_GEMM=0 turns it off, =1 on (A/B runs);
-  // unset keeps this default.
-  bool skinny = false;
+  // Route 3-128 rows on sm_90 to wgmma_gemm (f32 sums in another order than cuBLASLt's).
+  // from_env: HEARTH_WGMMA_GEMM=0 / =1; unset keeps this default.
+  bool wgmma = false;
   static GemmBf16Options from_env();
 };
 
-// True when GemmBf16 with options.skinny sends the shape to skinny_gemm (dev/cuda/NOTES.md,
-// gpu-gemm).
-bool skinny_gemm_routed(int m, int n, int k);
+// True when GemmBf16 with options.wgmma sends m rows to wgmma_gemm on an sm_90 device.
+bool wgmma_gemm_routed(int m);
 
 class GemmBf16 {
  public:
@@ -68,8 +66,9 @@ class GemmBf16 {
 
   DeviceContext* ctx_;
   GemmBf16Options options_;
-  DeviceBuffer skinny_counters_;  // split-K arrival counters, zero between calls (empty:
-                                  // no split-K); the partials live in ctx's workspace
+  // wgmma_gemm's per-tile arrival counters, zero between calls (empty: no wgmma route); its
+  // partial sums live in ctx's workspace.
+  DeviceBuffer wgmma_counters_;
   std::map<Key, Plan> plans_;
 };
 

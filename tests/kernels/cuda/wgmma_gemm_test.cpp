@@ -1,29 +1,37 @@
-// The skinny bf16 GEMM (gemm_skinny.cuh) against a float64 product of the same bf16 inputs:
-// ragged m, n and k tails, padded strides, f32 and accumulate outputs, every tile width and
-// occupancy, split-K (deterministic: a second run gives the same bits) and a small grid that
-// loops over many units.
+// The Hopper wgmma GEMM (gemm_wgmma.cuh) against a float64 product of the same bf16 inputs:
+// every token width (16/32/64/128), ragged m, n and k tails (k not a multiple of the 64-wide
+// step), padded strides, f32 and accumulate outputs, and grids that split tiles between
+// blocks in every way (a tile in one block, a block inside one tile, a block over several
+// tiles) — split tiles are summed in k order, so a second run gives the same bits. Skipped
+// on devices other than sm_90.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/gemm_bf16.h"
-#include "kernels/cuda/gemm_skinny.cuh"
+#include "kernels/cuda/gemm_wgmma.cuh"
 #include "tests/kernels/cuda/cuda_test_util.h"
 
 namespace hearth::cuda::testing {
 namespace {
 
-struct SkinnyCase {
+struct WgmmaCase {
   int m, n, k, pad_x, pad_w, pad_y;
   bool f32, accumulate;
-  int bn, occupancy, splits, grid;
+  int grid;  // 0: one block a multiprocessor
 };
 
-class SkinnyGemmTest : public CudaTest, public ::testing::WithParamInterface<SkinnyCase> {};
+class WgmmaGemmTest : public CudaTest, public ::testing::WithParamInterface<WgmmaCase> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (ctx_ != nullptr && ctx_->properties().major != 9) GTEST_SKIP() << "not an sm_90 device";
+  }
+};
 
 // Tolerance as GemmTest's: f32 outputs 1e-4 relative, bf16 outputs one rounding (4e-3).
-TEST_P(SkinnyGemmTest, MatchesFloat64Reference) {
-  const SkinnyCase c = GetParam();
+TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
+  const WgmmaCase c = GetParam();
   const int64_t ldx = c.k + c.pad_x;
   const int64_t ldw = c.k + c.pad_w;
   const int64_t ldy = c.n + c.pad_y;
@@ -42,7 +50,7 @@ TEST_P(SkinnyGemmTest, MatchesFloat64Reference) {
   DeviceBuffer dw = upload(to_bf16(w));
   DeviceBuffer dy = c.f32 ? upload(y0) : upload(to_bf16(y0));
 
-  SkinnyGemmArgs args;
+  WgmmaGemmArgs args;
   args.x = dx.as<__nv_bfloat16>();
   args.ldx = ldx;
   args.w = dw.as<__nv_bfloat16>();
@@ -55,23 +63,19 @@ TEST_P(SkinnyGemmTest, MatchesFloat64Reference) {
   args.n = c.n;
   args.k = c.k;
   args.sm_count = sm_count();
-  args.bn = c.bn;
-  args.occupancy = c.occupancy;
-  args.splits = c.splits;
   args.grid = c.grid;
-  ASSERT_TRUE(skinny_gemm_supported(args));
-  const SkinnyGemmPlan plan = skinny_gemm_plan(args);
-  if (c.splits > 0) {
-    EXPECT_EQ(plan.splits, c.splits);
-  }
+  args.pdl = true;
+  ASSERT_TRUE(wgmma_gemm_supported(args, 9));
+  const WgmmaGemmPlan plan = wgmma_gemm_plan(args);
   auto partials = ctx_->allocate(std::max<size_t>(plan.partial_floats, 1) * 4, "partials");
   auto counters = ctx_->allocate(std::max(plan.counters, 1) * 4, "counters");
   ASSERT_TRUE(partials.ok() && counters.ok());
   ASSERT_EQ(cudaMemsetAsync(counters->data(), 0, std::max(plan.counters, 1) * 4, ctx_->stream()),
             cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(ctx_->stream()), cudaSuccess);
   args.partials = partials->as<float>();
   args.counters = counters->as<unsigned>();
-  ASSERT_EQ(skinny_gemm(args, ctx_->stream()), cudaSuccess);
+  ASSERT_EQ(wgmma_gemm(args, ctx_->stream()), cudaSuccess);
 
   std::vector<float> got(ref.size());
   std::vector<float> y;
@@ -87,11 +91,11 @@ TEST_P(SkinnyGemmTest, MatchesFloat64Reference) {
   if (c.pad_y > 0) {
     EXPECT_EQ(y[c.n], y0[c.n]);  // the padding between rows is untouched
   }
-  // A second run (the split-K counters were left at zero) gives the same bits.
+  // A second run (the arrival counters were left at zero) gives the same bits.
   if (!c.accumulate && !c.f32) {
     DeviceBuffer again = poisoned<__nv_bfloat16>(y0.size());
     args.y = again.data();
-    ASSERT_EQ(skinny_gemm(args, ctx_->stream()), cudaSuccess);
+    ASSERT_EQ(wgmma_gemm(args, ctx_->stream()), cudaSuccess);
     auto y2 = from_bf16(download<__nv_bfloat16>(again, y0.size()));
     for (int i = 0; i < c.m; ++i) {
       for (int j = 0; j < c.n; ++j) ASSERT_EQ(y2[i * ldy + j], got[i * c.n + j]) << i << " " << j;
@@ -99,37 +103,39 @@ TEST_P(SkinnyGemmTest, MatchesFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, SkinnyGemmTest,
-    ::testing::Values(SkinnyCase{16, 256, 512, 0, 0, 0, false, false, 0, 0, 0, 0},
-                      SkinnyCase{37, 777, 1000, 8, 16, 3, false, false, 128, 1, 1, 0},
-                      SkinnyCase{5, 300, 136, 0, 8, 0, false, true, 64, 2, 0, 0},
-                      SkinnyCase{64, 1024, 4096, 0, 0, 0, false, false, 128, 1, 4, 0},
-                      SkinnyCase{100, 513, 2056, 8, 0, 5, true, true, 64, 2, 3, 0},
-                      SkinnyCase{128, 640, 512, 0, 0, 0, true, false, 128, 2, 1, 0},
-                      SkinnyCase{200, 130, 264, 0, 0, 0, false, false, 128, 1, 2, 0},
-                      SkinnyCase{1, 64, 64, 0, 0, 0, false, false, 0, 0, 0, 0},
-                      SkinnyCase{33, 1000, 1024, 0, 0, 0, false, false, 64, 1, 2, 7},
-                      SkinnyCase{127, 4096, 1024, 0, 0, 0, false, true, 128, 1, 0, 0},
-                      SkinnyCase{20, 2048, 8, 0, 0, 0, false, false, 0, 0, 0, 0},
-                      SkinnyCase{70, 600, 1032, 0, 8, 0, false, false, 256, 1, 2, 0},
-                      SkinnyCase{9, 1300, 512, 0, 0, 0, true, true, 256, 1, 1, 3}));
+INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGemmTest,
+                         ::testing::Values(WgmmaCase{16, 256, 512, 0, 0, 0, false, false, 0},
+                                           WgmmaCase{37, 777, 1000, 8, 16, 3, false, false, 0},
+                                           WgmmaCase{5, 300, 136, 0, 8, 0, false, true, 0},
+                                           WgmmaCase{64, 1024, 4096, 0, 0, 0, false, false, 0},
+                                           WgmmaCase{64, 1024, 4096, 0, 0, 0, false, false, 5},
+                                           WgmmaCase{100, 513, 2056, 8, 0, 5, true, true, 0},
+                                           WgmmaCase{128, 640, 512, 0, 0, 0, true, false, 0},
+                                           WgmmaCase{1, 64, 64, 0, 0, 0, false, false, 0},
+                                           WgmmaCase{33, 1000, 1024, 0, 0, 0, false, false, 7},
+                                           WgmmaCase{127, 4096, 1024, 0, 0, 0, false, true, 0},
+                                           WgmmaCase{20, 2048, 8, 0, 0, 0, false, false, 0},
+                                           WgmmaCase{70, 600, 1032, 0, 8, 0, false, false, 1},
+                                           WgmmaCase{9, 1300, 512, 0, 0, 0, true, true, 3},
+                                           WgmmaCase{64, 6144, 4096, 0, 0, 0, false, false, 0},
+                                           WgmmaCase{32, 4096, 14336, 0, 0, 0, false, true, 0}));
 
-// GemmBf16 with the skinny route against GemmBf16 on cuBLASLt and a float64 product:
-// routed rows, split-K through the context's workspace, f32 + accumulate.
-TEST_F(CudaTest, GemmBf16SkinnyRouteMatchesCublas) {
+// GemmBf16 with the wgmma route against GemmBf16 on cuBLASLt and a float64 product:
+// routed rows, partials in the context's workspace, f32 + accumulate.
+TEST_F(CudaTest, GemmBf16WgmmaRouteMatchesCublas) {
+  if (ctx_->properties().major != 9) GTEST_SKIP() << "not an sm_90 device";
   GemmBf16Options on;
-  on.skinny = true;
+  on.wgmma = true;
   GemmBf16Options off;
-  off.skinny = false;
-  GemmBf16 skinny(*ctx_, on);
+  off.wgmma = false;
+  GemmBf16 routed(*ctx_, on);
   GemmBf16 cublas(*ctx_, off);
   for (int m : {3, 16, 64, 100, 128}) {
     for (int mode = 0; mode < 2; ++mode) {
       const bool f32 = mode == 1;
       const int n = 1000;
       const int k = 1024;
-      ASSERT_TRUE(skinny_gemm_routed(m, n, k));
+      ASSERT_TRUE(wgmma_gemm_routed(m));
       auto x = random_bf16_values(size_t(m) * k, 21);
       auto w = random_bf16_values(size_t(n) * k, 22, 0.05f);
       auto y0 = random_bf16_values(size_t(m) * n, 23);
@@ -146,7 +152,7 @@ TEST_F(CudaTest, GemmBf16SkinnyRouteMatchesCublas) {
       GemmShape shape{m, n, k, k, k, n, f32 ? GemmOut::kF32 : GemmOut::kBf16, f32};
       std::vector<float> got[2];
       for (int which = 0; which < 2; ++which) {
-        GemmBf16& gemm = which == 0 ? skinny : cublas;
+        GemmBf16& gemm = which == 0 ? routed : cublas;
         DeviceBuffer dy = f32 ? upload(y0) : poisoned<__nv_bfloat16>(y0.size());
         ASSERT_TRUE(
             gemm.run(shape, dx.as<__nv_bfloat16>(), dw.as<__nv_bfloat16>(), dy.data()).ok());
@@ -164,10 +170,10 @@ TEST_F(CudaTest, GemmBf16SkinnyRouteMatchesCublas) {
   }
 }
 
-TEST(SkinnyGemmSupportTest, RejectsUnsupportedShapes) {
+TEST(WgmmaGemmSupportTest, RejectsUnsupportedCalls) {
   // Never dereferenced: the check reads only the addresses.
   auto* buf = reinterpret_cast<__nv_bfloat16*>(uintptr_t{4096});
-  SkinnyGemmArgs args;
+  WgmmaGemmArgs args;
   args.x = buf;
   args.w = buf;
   args.y = buf;
@@ -178,19 +184,33 @@ TEST(SkinnyGemmSupportTest, RejectsUnsupportedShapes) {
   args.ldw = 16;
   args.ldy = 8;
   args.sm_count = 132;
-  EXPECT_TRUE(skinny_gemm_supported(args));
-  args.k = 12;  // not a multiple of 8
+  EXPECT_TRUE(wgmma_gemm_supported(args, 9));
+  EXPECT_FALSE(wgmma_gemm_supported(args, 8));   // Ampere
+  EXPECT_FALSE(wgmma_gemm_supported(args, 10));  // Blackwell has no wgmma
+  args.k = 12;                                   // not a multiple of 8
   args.ldx = 12;
   args.ldw = 12;
-  EXPECT_FALSE(skinny_gemm_supported(args));
+  EXPECT_FALSE(wgmma_gemm_supported(args, 9));
   args.k = 16;
   args.ldx = 16;
   args.ldw = 16;
   args.x = buf + 1;  // misaligned
-  EXPECT_FALSE(skinny_gemm_supported(args));
+  EXPECT_FALSE(wgmma_gemm_supported(args, 9));
   args.x = buf;
-  args.bn = 96;
-  EXPECT_FALSE(skinny_gemm_supported(args));
+  args.m = kWgmmaMaxRows + 1;
+  EXPECT_FALSE(wgmma_gemm_supported(args, 9));
+  args.m = 4;
+  // The plan: tokens rounded to the instruction's N, 128-row tiles, 64-wide k steps.
+  args.n = 300;
+  args.k = 136;
+  args.ldx = 136;
+  args.ldw = 136;
+  const WgmmaGemmPlan plan = wgmma_gemm_plan(args);
+  EXPECT_EQ(plan.tokens, 16);
+  EXPECT_EQ(plan.tiles, 3);
+  EXPECT_EQ(plan.ksteps, 3);
+  EXPECT_EQ(plan.grid, 9);  // never more blocks than iterations
+  EXPECT_EQ(plan.counters, 3);
 }
 
 }  // namespace

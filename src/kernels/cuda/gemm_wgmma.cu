@@ -1,0 +1,539 @@
+// Hopper bf16 GEMM for batched decode: wgmma on TMA-fed shared-memory stages, stream-K over
+// (128-row weight tile, 64-wide k step) iterations. See gemm_wgmma.cuh.
+#include "kernels/cuda/gemm_wgmma.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/pdl.cuh"
+
+namespace hearth::cuda {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+constexpr int kTileRows = 128;             // weight rows a tile (two warpgroups of 64)
+constexpr int kKStep = 64;                 // k a stage: 128 bytes of bf16, one swizzle row
+constexpr int kConsumers = 256;            // two consumer warpgroups
+constexpr int kThreads = kConsumers + 32;  // + the producer warp
+constexpr int kWeightStageBytes = kTileRows * kKStep * 2;  // 16 KB
+constexpr size_t kSmemLimit = 227 * 1024;
+
+__host__ __device__ constexpr int stage_bytes(int tokens) {
+  return kWeightStageBytes + tokens * kKStep * 2;
+}
+__host__ __device__ constexpr int stages_for(int tokens) {
+  const int fit = static_cast<int>((kSmemLimit - 2048) / stage_bytes(tokens));
+  return fit < 12 ? fit : 12;
+}
+constexpr size_t smem_for(int tokens) {
+  return size_t(stages_for(tokens)) * stage_bytes(tokens) + 1024 /* alignment */ +
+         256 /* barriers + flag */;
+}
+
+struct Params {
+  void* y;
+  int64_t ldy;
+  int m;
+  int n;
+  int ksteps;     // k steps a tile
+  int64_t iters;  // tiles x ksteps
+  int grid;
+  bool y_f32;
+  bool accumulate;
+  float* partials;  // [grid][2][regs][256]
+  unsigned* counters;
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// First iteration of block b: iterations are split evenly, in order.
+__device__ __forceinline__ int64_t block_start(int b, const Params& p) {
+  return int64_t(b) * p.iters / p.grid;
+}
+
+// The block whose range holds iteration i.
+__device__ __forceinline__ int block_of(int64_t i, const Params& p) {
+  int b = static_cast<int>(i * p.grid / p.iters);
+  while (b + 1 < p.grid && block_start(b + 1, p) <= i) ++b;
+  while (b > 0 && block_start(b, p) > i) --b;
+  return b;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// 2D TMA load of box {c0 (inner), c1} into dst, completing on bar, with an L2 policy.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0,
+                                         int c1, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ uint64_t policy_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+__device__ __forceinline__ uint64_t policy_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle TMA writes:
+// rows of 128 bytes, 8-row (1024-byte) groups. k16 slice j starts 32·j bytes further.
+__device__ __forceinline__ uint64_t smem_desc(const void* tile) {
+  uint64_t d = (smem_addr(tile) & 0x3FFFF) >> 4;
+  d |= uint64_t(1) << 16;          // leading byte offset (unused with this swizzle)
+  d |= uint64_t(1024 >> 4) << 32;  // stride byte offset: 8 rows
+  d |= uint64_t(1) << 62;          // 128-byte swizzle
+  return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+template <int R>
+__device__ __forceinline__ void fence_regs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Release/acquire at GPU scope: orders the partial sums against the arrival counter (cheaper
+// than __threadfence's sequentially consistent fence).
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
+}
+
+// D[64 x 16] (+)= A[64 x 16] · B[16 x 16]; 8 accumulators a thread.
+__device__ __forceinline__ void wgmma_n16(float (&d)[8], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "%8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D[64 x 32] (+)= A[64 x 16] · B[16 x 32]; 16 accumulators a thread.
+__device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "%16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D[64 x 64] (+)= A[64 x 16] · B[16 x 64]; 32 accumulators a thread.
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D[64 x 128] (+)= A[64 x 16] · B[16 x 128]; 64 accumulators a thread.
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+
+template <int kTok>
+__device__ __forceinline__ void wgmma_tok(float (&d)[kTok / 2], uint64_t a, uint64_t b,
+                                          int scale_d) {
+  if constexpr (kTok == 16) wgmma_n16(d, a, b, scale_d);
+  if constexpr (kTok == 32) wgmma_n32(d, a, b, scale_d);
+  if constexpr (kTok == 64) wgmma_n64(d, a, b, scale_d);
+  if constexpr (kTok == 128) wgmma_n128(d, a, b, scale_d);
+}
+
+// Writes a finished tile's sums: thread (warpgroup g, warp w, lane l) holds weight rows
+// (channels) 64g + 16w + l/4 (+8) for tokens 8j + 2(l%4) (+1): d[4j + 2h + c].
+template <int kTok>
+__device__ __forceinline__ void store_tile(const float (&d)[kTok / 2], int tile, int ctid,
+                                           const Params& p) {
+  const int lane = ctid & 31;
+  const int ch0 = tile * kTileRows + (ctid >> 7) * 64 + ((ctid >> 5) & 3) * 16 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < kTok / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ch = ch0 + 8 * h;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int tok = 8 * j + 2 * (lane & 3) + c;
+        if (tok >= p.m || ch >= p.n) continue;
+        float v = d[4 * j + 2 * h + c];
+        const int64_t at = tok * p.ldy + ch;
+        if (p.y_f32) {
+          float* y = static_cast<float*>(p.y) + at;
+          *y = p.accumulate ? v + *y : v;
+        } else {
+          Bf16* y = static_cast<Bf16*>(p.y) + at;
+          if (p.accumulate) v += __bfloat162float(*y);
+          *y = __float2bfloat16(v);
+        }
+      }
+    }
+  }
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// Grid: blocks split the iterations evenly; block: 2 consumer warpgroups + 1 producer warp.
+// The body exists only in the sm_90a image (the only device code this file is built for).
+template <int kTok>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap w_map,
+                      const __grid_constant__ CUtensorMap x_map, const Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kStages = stages_for(kTok);
+  constexpr int kStageBytes = stage_bytes(kTok);
+  constexpr int kRegs = kTok / 2;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + size_t(kStages) * kStageBytes);
+  uint64_t* empty = full + kStages;
+  int* last_flag = reinterpret_cast<int*>(empty + kStages);
+  auto weights = [&](int s) { return smem + size_t(s) * kStageBytes; };
+  auto tokens = [&](int s) { return smem + size_t(s) * kStageBytes + kWeightStageBytes; };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  detail::launch_dependents();
+
+  const int64_t it0 = block_start(blockIdx.x, p);
+  const int64_t it1 = block_start(blockIdx.x + 1, p);
+
+  if (threadIdx.x >= kConsumers) {
+    // Producer: one thread issues every stage's two TMA loads.
+    if (threadIdx.x != kConsumers) return;
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
+    const uint64_t stream_policy = policy_evict_first();
+    const uint64_t keep_policy = policy_evict_last();
+    auto coords = [&](int64_t it, int& k0, int& row0) {
+      k0 = static_cast<int>(it % p.ksteps) * kKStep;
+      row0 = static_cast<int>(it / p.ksteps) * kTileRows;
+    };
+    // The first ring's weights do not depend on the previous kernel: load them before the
+    // wait, then x.
+    const int pre = static_cast<int>(it1 - it0 < kStages ? it1 - it0 : kStages);
+    for (int s = 0; s < pre; ++s) {
+      int k0, row0;
+      coords(it0 + s, k0, row0);
+      mbar_expect_tx(&full[s], kStageBytes);
+      tma_load(weights(s), &w_map, &full[s], k0, row0, stream_policy);
+    }
+    detail::grid_dependency_wait();
+    for (int s = 0; s < pre; ++s) {
+      int k0, row0;
+      coords(it0 + s, k0, row0);
+      tma_load(tokens(s), &x_map, &full[s], k0, 0, keep_policy);
+    }
+    int s = 0;
+    uint32_t phase = 1;  // the ring's second pass
+    for (int64_t it = it0 + pre; it < it1; ++it) {
+      mbar_wait(&empty[s], phase ^ 1);
+      int k0, row0;
+      coords(it, k0, row0);
+      mbar_expect_tx(&full[s], kStageBytes);
+      tma_load(weights(s), &w_map, &full[s], k0, row0, stream_policy);
+      tma_load(tokens(s), &x_map, &full[s], k0, 0, keep_policy);
+      if (++s == kStages) {
+        s = 0;
+        phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // Consumers: warpgroup g multiplies weight rows [64g, 64g + 64) of each stage.
+  const int ctid = threadIdx.x;
+  const int g = ctid >> 7;
+  float acc[kRegs] = {};
+  int s = 0;
+  uint32_t phase = 0;
+  bool waited = false;
+  for (int64_t it = it0; it < it1;) {
+    const int tile = static_cast<int>(it / p.ksteps);
+    const int kb0 = static_cast<int>(it % p.ksteps);
+    const int kb1 = static_cast<int>(kb0 + (it1 - it) < p.ksteps ? kb0 + (it1 - it) : p.ksteps);
+    const bool first_segment = it == it0;
+    for (int kb = kb0; kb < kb1; ++kb) {
+      mbar_wait(&full[s], phase);
+      wgmma_fence();
+      const uint64_t a = smem_desc(weights(s) + g * (kWeightStageBytes / 2));
+      const uint64_t b = smem_desc(tokens(s));
+#pragma unroll
+      for (int j = 0; j < kKStep / 16; ++j) {
+        wgmma_tok<kTok>(acc, a + 2 * j, b + 2 * j, kb > kb0 || j > 0);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      fence_regs(acc);
+      __syncwarp();
+      if ((ctid & 31) == 0) mbar_arrive(&empty[s]);
+      if (++s == kStages) {
+        s = 0;
+        phase ^= 1;
+      }
+    }
+    it += kb1 - kb0;
+    if (!waited) {
+      detail::grid_dependency_wait();  // y may be read or written by the previous kernel
+      waited = true;
+    }
+    if (kb0 != 0 || kb1 != p.ksteps) {
+      // A split tile: publish this block's partial sums; the last block to arrive adds
+      // every segment in k order and writes y.
+      const int slot = first_segment ? 0 : 1;
+      float* mine = p.partials + (size_t(blockIdx.x) * 2 + slot) * kRegs * kConsumers;
+#pragma unroll
+      for (int r = 0; r < kRegs; ++r) __stcg(mine + r * kConsumers + ctid, acc[r]);
+      fence_acq_rel_gpu();
+      const int64_t tile_first = int64_t(tile) * p.ksteps;
+      const int b_lo = block_of(tile_first, p);
+      const int b_hi = block_of(tile_first + p.ksteps - 1, p);
+      consumer_sync();
+      if (ctid == 0) {
+        const unsigned arrived = atomicAdd(&p.counters[tile], 1u);
+        const bool last = arrived == unsigned(b_hi - b_lo);
+        if (last) p.counters[tile] = 0;
+        *last_flag = last ? 1 : 0;
+      }
+      consumer_sync();
+      const bool last = *last_flag != 0;
+      consumer_sync();  // last_flag is rewritten by the next split tile
+      if (!last) continue;
+      fence_acq_rel_gpu();
+      // Every segment from the workspace (this block's own too: one register set), in k order.
+#pragma unroll
+      for (int r = 0; r < kRegs; ++r) acc[r] = 0.0f;
+      for (int c = b_lo; c <= b_hi; ++c) {
+        const int cs = block_start(c, p) >= tile_first ? 0 : 1;
+        const float* part = p.partials + (size_t(c) * 2 + cs) * kRegs * kConsumers;
+#pragma unroll
+        for (int r = 0; r < kRegs; ++r) acc[r] += __ldcg(part + r * kConsumers + ctid);
+      }
+    }
+    store_tile<kTok>(acc, tile, ctid, p);
+  }
+#else
+  (void)w_map;
+  (void)x_map;
+  (void)p;
+#endif
+}
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+// The driver's tensor-map encoder, looked up once (a pure host function of the driver).
+EncodeTiled encoder() {
+  static const EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<EncodeTiled>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// A [rows, cols] bf16 matrix with row stride ld, read in {64 columns, box_rows} boxes with
+// the 128-byte swizzle; rows and columns past the ends read as zero.
+bool encode(EncodeTiled fn, CUtensorMap* map, const Bf16* base, int64_t rows, int64_t cols,
+            int64_t ld, int box_rows) {
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
+  const cuuint32_t box[2] = {kKStep, cuuint32_t(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<Bf16*>(base), dims, strides, box,
+            elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+int tokens_for(int m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
+
+template <int kTok>
+cudaError_t launch(const WgmmaGemmArgs& a, const WgmmaGemmPlan& plan, cudaStream_t stream) {
+  EncodeTiled fn = encoder();
+  if (fn == nullptr) return cudaErrorNotSupported;
+  CUtensorMap w_map{};
+  CUtensorMap x_map{};
+  if (!encode(fn, &w_map, a.w, a.n, a.k, a.ldw, kTileRows) ||
+      !encode(fn, &x_map, a.x, a.m, a.k, a.ldx, kTok)) {
+    return cudaErrorInvalidValue;
+  }
+  Params p;
+  p.y = a.y;
+  p.ldy = a.ldy;
+  p.m = a.m;
+  p.n = a.n;
+  p.ksteps = plan.ksteps;
+  p.iters = int64_t(plan.tiles) * plan.ksteps;
+  p.grid = plan.grid;
+  p.y_f32 = a.y_f32;
+  p.accumulate = a.accumulate;
+  p.partials = a.partials;
+  p.counters = a.counters;
+  auto* kernel = &wgmma_gemm_kernel<kTok>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(plan.smem_bytes));
+  if (err != cudaSuccess) return err;
+  return detail::launch_kernel(kernel, dim3(plan.grid), dim3(kThreads), plan.smem_bytes, stream,
+                               a.pdl, w_map, x_map, p);
+}
+
+}  // namespace
+
+bool wgmma_gemm_supported(const WgmmaGemmArgs& a, int cc_major) {
+  auto aligned = [](const void* ptr, uintptr_t to) {
+    return reinterpret_cast<uintptr_t>(ptr) % to == 0;
+  };
+  return cc_major == 9 && a.m >= 1 && a.m <= kWgmmaMaxRows && a.n >= 1 && a.k >= 8 &&
+         a.k % 8 == 0 && a.ldx >= a.k && a.ldx % 8 == 0 && a.ldw >= a.k && a.ldw % 8 == 0 &&
+         a.ldy >= a.n && a.x != nullptr && a.w != nullptr && a.y != nullptr && aligned(a.x, 16) &&
+         aligned(a.w, 16) && aligned(a.y, a.y_f32 ? 4 : 2) && a.sm_count >= 1;
+}
+
+WgmmaGemmPlan wgmma_gemm_plan(const WgmmaGemmArgs& a) {
+  WgmmaGemmPlan plan;
+  plan.tokens = tokens_for(a.m);
+  plan.stages = stages_for(plan.tokens);
+  plan.smem_bytes = smem_for(plan.tokens);
+  plan.tiles = (a.n + kTileRows - 1) / kTileRows;
+  plan.ksteps = (a.k + kKStep - 1) / kKStep;
+  const int64_t iters = int64_t(plan.tiles) * plan.ksteps;
+  int want = a.grid > 0 ? a.grid : a.sm_count;
+  if (a.grid <= 0) {
+    // Prefer the largest grid of at least 70 % of the multiprocessors whose blocks' ranges
+    // line up with tiles (each block a whole number of tiles, or an equal share of one): the
+    // H200 ran down (4096 x 14336, m = 64) at 36.2 us on 128 blocks against 40.9 us on 132
+    // ragged ones, qkv at 20.9 against 22.7 (S18-W3). Otherwise one block a multiprocessor.
+    for (int g = a.sm_count; g * 10 >= a.sm_count * 7 && g > 0; --g) {
+      if (iters % g != 0) continue;
+      const int64_t per = iters / g;
+      if (per % plan.ksteps == 0 || plan.ksteps % per == 0) {
+        want = g;
+        break;
+      }
+    }
+  }
+  plan.grid = static_cast<int>(std::min<int64_t>(std::max(1, want), iters));
+  plan.partial_floats = size_t(plan.grid) * 2 * (plan.tokens / 2) * kConsumers;
+  plan.counters = plan.tiles;
+  return plan;
+}
+
+cudaError_t wgmma_gemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
+  if (!wgmma_gemm_supported(a, 9)) return cudaErrorInvalidValue;
+  const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
+  if (plan.grid > 1 && (a.partials == nullptr || a.counters == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  switch (plan.tokens) {
+    case 16:
+      return launch<16>(a, plan, stream);
+    case 32:
+      return launch<32>(a, plan, stream);
+    case 64:
+      return launch<64>(a, plan, stream);
+    default:
+      return launch<128>(a, plan, stream);
+  }
+}
+
+}  // namespace hearth::cuda

@@ -1,0 +1,70 @@
+// Hopper bf16 GEMM for batched decode (up to 128 rows): y[m, n] = x[m, k] · w[n, k]ᵀ (+ y),
+// f32 accumulation, in GemmBf16's layout. sm_90a only (wgmma + TMA); built into its own
+// object library so no other architecture's image of it exists.
+//
+// The weights are the 64-row A operand of wgmma (yᵀ = w · xᵀ), so the row count m only sets
+// the N side of the instruction (16/32/64/128 tokens) and no tensor-core work is spent on
+// padding to 64 rows. A block owns tiles of 128 weight rows: one producer warp streams each
+// 64-wide k step of the tile (16 KB of weights) and of x through a ring of shared-memory
+// stages with TMA (128-byte swizzle, mbarrier completion), two consumer warpgroups each run
+// m64nNk16 wgmmas on their 64 rows. The grid is one block a multiprocessor and splits the
+// (tile, k step) iterations evenly between blocks ("stream-K"): a block may end or begin
+// inside a tile; such a tile's partial sums go to f32 workspace slots and the last block to
+// arrive sums them in k order (deterministic), then writes y. Under PDL the weight loads of
+// the first ring's worth of stages are issued before the wait on the previous kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hearth::cuda {
+
+struct WgmmaGemmArgs {
+  const __nv_bfloat16* x = nullptr;  // [m, k] (ldx)
+  int64_t ldx = 0;
+  const __nv_bfloat16* w = nullptr;  // [n, k] (ldw)
+  int64_t ldw = 0;
+  void* y = nullptr;  // [m, n] (ldy), bf16 or f32
+  int64_t ldy = 0;
+  bool y_f32 = false;
+  bool accumulate = false;  // y += x·wᵀ (one rounding) instead of y = x·wᵀ
+  int m = 0;
+  int n = 0;
+  int k = 0;
+  int sm_count = 0;
+  int grid = 0;      // blocks (0: one a multiprocessor, at most one an iteration)
+  bool pdl = false;  // programmatic dependent launch: weight loads overlap the previous kernel
+  // Workspace (see wgmma_gemm_workspace): f32 partial slots, two a block, and one arrival
+  // counter a tile (zero before the first call; every call leaves them zero).
+  float* partials = nullptr;
+  unsigned* counters = nullptr;
+};
+
+// The most rows (tokens) a call takes.
+constexpr int kWgmmaMaxRows = 128;
+
+struct WgmmaGemmPlan {
+  int tokens = 0;  // wgmma N: m rounded up to 16, 32, 64 or 128
+  int stages = 0;
+  int tiles = 0;   // 128-row weight tiles
+  int ksteps = 0;  // 64-wide k steps a tile
+  int grid = 0;
+  size_t smem_bytes = 0;
+  size_t partial_floats = 0;  // workspace the plan needs
+  int counters = 0;           // = tiles
+};
+
+// True when the kernel takes the call: an sm_90 device (`cc_major` 9), 1 <= m <= 128, k, ldx
+// and ldw multiples of 8, x and w 16-byte aligned, y 4-byte aligned (8 for f32), n >= 1.
+bool wgmma_gemm_supported(const WgmmaGemmArgs& args, int cc_major);
+
+WgmmaGemmPlan wgmma_gemm_plan(const WgmmaGemmArgs& args);
+
+// Encodes the two tensor maps (host) and launches. Returns cudaErrorInvalidValue for an
+// unsupported call and cudaErrorNotSupported when the driver has no tensor-map entry point.
+cudaError_t wgmma_gemm(const WgmmaGemmArgs& args, cudaStream_t stream);
+
+}  // namespace hearth::cuda
