@@ -53,7 +53,7 @@ GemmBf16::~GemmBf16() {
   }
 }
 
-Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
+Result<GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
   Key key{s.m, s.n, s.k, s.ldx, s.ldw, s.ldy, static_cast<int>(s.out), s.accumulate};
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
@@ -84,10 +84,11 @@ Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
   size_t workspace = ctx_->workspace_size();
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof(workspace));
-  cublasLtMatmulHeuristicResult_t heuristic{};
+  cublasLtMatmulHeuristicResult_t heuristic[kMaxCandidates]{};
   int found = 0;
-  cublasStatus_t err = cublasLtMatmulAlgoGetHeuristic(ctx_->cublaslt(), plan.desc, plan.a, plan.b,
-                                                      plan.c, plan.c, pref, 1, &heuristic, &found);
+  cublasStatus_t err =
+      cublasLtMatmulAlgoGetHeuristic(ctx_->cublaslt(), plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                     pref, kMaxCandidates, heuristic, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (err != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(plan.a);
@@ -97,7 +98,8 @@ Result<const GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
     return unsupported_error("cuBLASLt has no bf16 GEMM for m={} n={} k={} (ld {} {} {})", s.m, s.n,
                              s.k, s.ldx, s.ldw, s.ldy);
   }
-  plan.algo = heuristic.algo;
+  for (int i = 0; i < found; ++i) plan.algos[i] = heuristic[i].algo;
+  plan.count = found;
   return &plans_.emplace(key, plan).first->second;
 }
 
@@ -139,9 +141,23 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
   float alpha = 1.0f;
   float beta = s.accumulate ? 1.0f : 0.0f;
   return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, x, plan->b,
-                                      &beta, y, plan->c, y, plan->c, &plan->algo, ctx_->workspace(),
-                                      ctx_->workspace_size(), ctx_->stream()),
+                                      &beta, y, plan->c, y, plan->c, &plan->algos[plan->chosen],
+                                      ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
                        "bf16 GEMM");
+}
+
+Result<int> GemmBf16::candidates(const GemmShape& shape) {
+  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(shape));
+  return plan->count;
+}
+
+Status GemmBf16::choose(const GemmShape& shape, int candidate) {
+  HEARTH_ASSIGN_OR_RETURN(Plan * plan, plan_for(shape));
+  if (candidate < 0 || candidate >= plan->count) {
+    return invalid_argument_error("GEMM candidate {} of {}", candidate, plan->count);
+  }
+  plan->chosen = candidate;
+  return ok_status();
 }
 
 }  // namespace hearth::cuda

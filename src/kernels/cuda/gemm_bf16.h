@@ -53,16 +53,25 @@ class GemmBf16 {
   // bf16 or f32 per shape.out. Runs on ctx.stream(). Pointers must be 16-byte aligned.
   Status run(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y);
 
+  // cuBLASLt's candidate algorithms for a shape, best heuristic guess first (at most
+  // kMaxCandidates); run() uses the chosen one, candidate 0 unless choose() picked another.
+  // For timing candidates the way a decode step runs them (lab_wgmma_gemm).
+  static constexpr int kMaxCandidates = 8;
+  Result<int> candidates(const GemmShape& shape);
+  Status choose(const GemmShape& shape, int candidate);
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr;
     cublasLtMatrixLayout_t b = nullptr;
     cublasLtMatrixLayout_t c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t algos[kMaxCandidates]{};
+    int count = 0;   // candidates in algos
+    int chosen = 0;  // the one run() uses
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, bool>;
-  Result<const Plan*> plan_for(const GemmShape& shape);
+  Result<Plan*> plan_for(const GemmShape& shape);
 
   DeviceContext* ctx_;
   GemmBf16Options options_;

@@ -18,7 +18,6 @@ __global__ void rmsnorm_residual_kernel(const __nv_bfloat16* delta, int64_t ld_d
                                         const __nv_bfloat16* weight, float weight_offset, float eps,
                                         __nv_bfloat16* out, int64_t ld_out, int dim) {
   __shared__ float scratch[32];
-  detail::grid_dependency_wait();  // a PDL launch: the previous kernel's writes first
   int row = blockIdx.x;
   __nv_bfloat16* res = residual + row * ld_residual;
   const __nv_bfloat16* d = delta != nullptr ? delta + row * ld_delta : nullptr;
@@ -28,6 +27,13 @@ __global__ void rmsnorm_residual_kernel(const __nv_bfloat16* delta, int64_t ld_d
     // Every load of the row is issued before the first use (the row's residual is written in
     // place, so the compiler cannot hoist the loads of the loop below), then the same sums in
     // the same order as the general path: the same bits.
+    float wv[kCached];  // the weights (no kernel writes them) load before the PDL wait
+#pragma unroll
+    for (int j = 0; j < kCached; ++j) {
+      const int i = threadIdx.x + j * blockDim.x;
+      wv[j] = i < dim ? __bfloat162float(weight[i]) + weight_offset : 0.0f;
+    }
+    detail::grid_dependency_wait();  // a PDL launch: the previous kernel's writes first
     float v[kCached];
 #pragma unroll
     for (int j = 0; j < kCached; ++j) {
@@ -60,13 +66,11 @@ __global__ void rmsnorm_residual_kernel(const __nv_bfloat16* delta, int64_t ld_d
 #pragma unroll
     for (int j = 0; j < kCached; ++j) {
       const int i = threadIdx.x + j * blockDim.x;
-      if (i < dim) {
-        const float w = __bfloat162float(weight[i]) + weight_offset;
-        o[i] = __float2bfloat16(v[j] * inv_rms * w);
-      }
+      if (i < dim) o[i] = __float2bfloat16(v[j] * inv_rms * wv[j]);
     }
     return;
   }
+  detail::grid_dependency_wait();
   if (d != nullptr) {
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
       __nv_bfloat16 sum = __float2bfloat16(__bfloat162float(res[i]) + __bfloat162float(d[i]));

@@ -124,6 +124,41 @@ TEST_F(CudaTest, GemmRejectsBadShapes) {
   EXPECT_EQ(gemm.run(shape, nullptr, nullptr, nullptr).code(), ErrorCode::kInvalidArgument);
 }
 
+// Every cuBLASLt candidate of a shape computes the product (the lab times them); choose()
+// refuses an index past the candidates.
+TEST_F(CudaTest, GemmCandidatesAllMatchReference) {
+  const int m = 64, n = 1000, k = 1024;
+  auto x = random_bf16_values(size_t(m) * k, 41);
+  auto w = random_bf16_values(size_t(n) * k, 42, 0.05f);
+  std::vector<double> ref(size_t(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int p = 0; p < k; ++p) acc += static_cast<double>(x[i * k + p]) * w[j * k + p];
+      ref[i * n + j] = acc;
+    }
+  }
+  DeviceBuffer dx = upload(to_bf16(x));
+  DeviceBuffer dw = upload(to_bf16(w));
+  GemmBf16Options cublas;
+  cublas.wgmma = false;
+  GemmBf16 gemm(*ctx_, cublas);
+  GemmShape shape{m, n, k, k, k, n, GemmOut::kBf16, false};
+  auto count = gemm.candidates(shape);
+  ASSERT_TRUE(count.ok());
+  ASSERT_GE(*count, 1);
+  ASSERT_LE(*count, GemmBf16::kMaxCandidates);
+  for (int i = 0; i < *count; ++i) {
+    ASSERT_TRUE(gemm.choose(shape, i).ok());
+    DeviceBuffer dy = poisoned<__nv_bfloat16>(ref.size());
+    ASSERT_TRUE(gemm.run(shape, dx.as<__nv_bfloat16>(), dw.as<__nv_bfloat16>(), dy.data()).ok());
+    EXPECT_LT(relative_error(from_bf16(download<__nv_bfloat16>(dy, ref.size())), ref), 4e-3)
+        << "candidate " << i;
+  }
+  EXPECT_EQ(gemm.choose(shape, *count).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gemm.choose(shape, -1).code(), ErrorCode::kInvalidArgument);
+}
+
 using Bf16 = __nv_bfloat16;
 
 struct FusedCase {

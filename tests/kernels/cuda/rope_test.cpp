@@ -178,7 +178,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RopeKvWriteTest,
                          ::testing::Values(RopeCase{128, 128, 32, 8, false, RopeType::kLlama3},
                                            RopeCase{64, 64, 8, 8, true, RopeType::kDefault},
                                            RopeCase{128, 64, 12, 2, false, RopeType::kYarn},
-                                           RopeCase{256, 256, 8, 4, true, RopeType::kLinear}));
+                                           RopeCase{256, 256, 8, 4, true, RopeType::kLinear},
+                                           // 15 heads: the last group of 8 is partial
+                                           RopeCase{64, 64, 9, 3, false, RopeType::kDefault}));
 
 }  // namespace
 }  // namespace hearth::cuda::testing
