@@ -58,14 +58,8 @@ TEST_P(GemmTest, MatchesFloat64Reference) {
   auto x = random_bf16_values(c.m * ldx, 1);
   auto w = random_bf16_values(c.n * ldw, 2, 0.05f);
   auto y0 = random_bf16_values(c.m * ldy, 3);
-  std::vector<double> ref(static_cast<size_t>(c.m) * c.n);
-  for (int i = 0; i < c.m; ++i) {
-    for (int j = 0; j < c.n; ++j) {
-      double acc = c.accumulate ? y0[i * ldy + j] : 0.0;
-      for (int p = 0; p < c.k; ++p) acc += static_cast<double>(x[i * ldx + p]) * w[j * ldw + p];
-      ref[i * c.n + j] = acc;
-    }
-  }
+  const std::vector<double> ref =
+      reference_gemm(x, ldx, w, ldw, c.m, c.n, c.k, c.accumulate ? &y0 : nullptr, ldy);
   DeviceBuffer dx = upload(to_bf16(x));
   DeviceBuffer dw = upload(to_bf16(w));
   GemmBf16 gemm(*ctx_);
@@ -130,14 +124,7 @@ TEST_F(CudaTest, GemmCandidatesAllMatchReference) {
   const int m = 64, n = 1000, k = 1024;
   auto x = random_bf16_values(size_t(m) * k, 41);
   auto w = random_bf16_values(size_t(n) * k, 42, 0.05f);
-  std::vector<double> ref(size_t(m) * n);
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (int p = 0; p < k; ++p) acc += static_cast<double>(x[i * k + p]) * w[j * k + p];
-      ref[i * n + j] = acc;
-    }
-  }
+  const std::vector<double> ref = reference_gemm(x, k, w, k, m, n, k);
   DeviceBuffer dx = upload(to_bf16(x));
   DeviceBuffer dw = upload(to_bf16(w));
   GemmBf16Options cublas;

@@ -50,6 +50,23 @@ inline double relative_error(const std::vector<float>& out, const std::vector<do
   return std::sqrt(num / (den > 0 ? den : 1.0));
 }
 
+// y[m, n] = x[m, k] · w[n, k]ᵀ (+ y0 when y0 is given) in float64, from the bf16 values as
+// floats, with row strides ldx, ldw and ldy (y0's); the result is dense [m, n].
+inline std::vector<double> reference_gemm(const std::vector<float>& x, int64_t ldx,
+                                          const std::vector<float>& w, int64_t ldw, int m, int n,
+                                          int k, const std::vector<float>* y0 = nullptr,
+                                          int64_t ldy = 0) {
+  std::vector<double> ref(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double acc = y0 != nullptr ? (*y0)[i * ldy + j] : 0.0;
+      for (int p = 0; p < k; ++p) acc += static_cast<double>(x[i * ldx + p]) * w[j * ldw + p];
+      ref[static_cast<size_t>(i) * n + j] = acc;
+    }
+  }
+  return ref;
+}
+
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {

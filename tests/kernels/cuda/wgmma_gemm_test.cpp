@@ -38,14 +38,8 @@ TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
   auto x = random_bf16_values(c.m * ldx, 11);
   auto w = random_bf16_values(c.n * ldw, 12, 0.05f);
   auto y0 = random_bf16_values(c.m * ldy, 13);
-  std::vector<double> ref(static_cast<size_t>(c.m) * c.n);
-  for (int i = 0; i < c.m; ++i) {
-    for (int j = 0; j < c.n; ++j) {
-      double acc = c.accumulate ? y0[i * ldy + j] : 0.0;
-      for (int p = 0; p < c.k; ++p) acc += static_cast<double>(x[i * ldx + p]) * w[j * ldw + p];
-      ref[i * c.n + j] = acc;
-    }
-  }
+  const std::vector<double> ref =
+      reference_gemm(x, ldx, w, ldw, c.m, c.n, c.k, c.accumulate ? &y0 : nullptr, ldy);
   DeviceBuffer dx = upload(to_bf16(x));
   DeviceBuffer dw = upload(to_bf16(w));
   DeviceBuffer dy = c.f32 ? upload(y0) : upload(to_bf16(y0));
@@ -139,14 +133,7 @@ TEST_F(CudaTest, GemmBf16WgmmaRouteMatchesCublas) {
       auto x = random_bf16_values(size_t(m) * k, 21);
       auto w = random_bf16_values(size_t(n) * k, 22, 0.05f);
       auto y0 = random_bf16_values(size_t(m) * n, 23);
-      std::vector<double> ref(size_t(m) * n);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) {
-          double acc = f32 ? y0[i * n + j] : 0.0;
-          for (int p = 0; p < k; ++p) acc += static_cast<double>(x[i * k + p]) * w[j * k + p];
-          ref[i * n + j] = acc;
-        }
-      }
+      const std::vector<double> ref = reference_gemm(x, k, w, k, m, n, k, f32 ? &y0 : nullptr, n);
       DeviceBuffer dx = upload(to_bf16(x));
       DeviceBuffer dw = upload(to_bf16(w));
       GemmShape shape{m, n, k, k, k, n, f32 ? GemmOut::kF32 : GemmOut::kBf16, f32};
