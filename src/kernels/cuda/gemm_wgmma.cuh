@@ -7,11 +7,15 @@
 // padding to 64 rows. A block owns tiles of 128 weight rows: one producer warp streams each
 // 64-wide k step of the tile (16 KB of weights) and of x through a ring of shared-memory
 // stages with TMA (128-byte swizzle, mbarrier completion), two consumer warpgroups each run
-// m64nNk16 wgmmas on their 64 rows. The grid is one block a multiprocessor and splits the
-// (tile, k step) iterations evenly between blocks ("stream-K"): a block may end or begin
-// inside a tile; such a tile's partial sums go to f32 workspace slots and the last block to
-// arrive sums them in k order (deterministic), then writes y. Under PDL the weight loads of
-// the first ring's worth of stages are issued before the wait on the previous kernel.
+// m64nNk16 wgmmas on their 64 rows. The grid (one block a multiprocessor, or the largest grid
+// of >= 70 % of them whose ranges line up with tiles) splits the (tile, k step) iterations
+// evenly between blocks ("stream-K"): a block may end or begin inside a tile; such a tile's
+// partial sums go to f32 workspace slots and the last block to arrive sums them in k order
+// (deterministic), then writes y. Under PDL the weight loads of the first ring's worth of
+// stages are issued before the wait on the previous kernel.
+// Status: opt-in (GemmBf16Options::wgmma). On the H200 at m = 64 it ran 0.70-1.02x cuBLASLt
+// (S18, dev/cuda/NOTES.md): it streams faster a multiprocessor, but a split tile's reduction
+// through L2 costs ~5-9 us, which the small shapes (qkv, o) cannot hide.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,7 +39,7 @@ struct WgmmaGemmArgs {
   int n = 0;
   int k = 0;
   int sm_count = 0;
-  int grid = 0;      // blocks (0: one a multiprocessor, at most one an iteration)
+  int grid = 0;      // blocks (0: the plan's choice; never more than the iterations)
   bool pdl = false;  // programmatic dependent launch: weight loads overlap the previous kernel
   // Workspace (see wgmma_gemm_workspace): f32 partial slots, two a block, and one arrival
   // counter a tile (zero before the first call; every call leaves them zero).
