@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/log.h"
 #include "kernels/cuda/gemv_bf16.cuh"
 
 namespace hearth::cuda {
@@ -31,8 +32,14 @@ DeviceBuffer zeroed_counters(DeviceContext& ctx, int count, const char* what) {
 GemmBf16Options GemmBf16Options::from_env() {
   GemmBf16Options options;
   const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
-  if (wgmma != nullptr && std::strcmp(wgmma, "0") == 0) options.wgmma = false;
-  if (wgmma != nullptr && std::strcmp(wgmma, "1") == 0) options.wgmma = true;
+  if (wgmma == nullptr || *wgmma == '\0') return options;
+  if (std::strcmp(wgmma, "0") == 0) {
+    options.wgmma = false;
+  } else if (std::strcmp(wgmma, "1") == 0) {
+    options.wgmma = true;
+  } else {
+    spdlog::warn("HEARTH_WGMMA_GEMM={} is not 0 or 1; keeping cuBLASLt's route", wgmma);
+  }
   return options;
 }
 

@@ -1284,7 +1284,7 @@ class Prefault {
 // HEARTH_AFFINE_GEMV (docs/reference/cli.md), read once at load: unset, "auto" or "tensor"
 // give kAuto (the tensor-core kernel wherever it applies, the register kernel elsewhere, and
 // fused decode steps), "register" kRegister (the HFMA2 kernel on the unfused decode layer:
-// the A/B baseline). Other values are ignored, as HEARTH_SKINNY_GEMM's are, with a warning.
+// the A/B baseline). Other values are ignored with a warning.
 cuda::AffineGemvKernel affine_kernel_from_env() {
   const char* env = std::getenv("HEARTH_AFFINE_GEMV");
   if (env == nullptr || *env == '\0') return cuda::AffineGemvKernel::kAuto;
