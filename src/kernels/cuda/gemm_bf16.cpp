@@ -17,11 +17,13 @@ constexpr int kWgmmaMinRoutedRows = 3;
 
 // Zeroed counters on ctx's stream (its GEMMs are ordered after the zeroing: a plain
 // cudaMemset runs on the legacy stream, which the context's stream does not wait for);
-// empty when the allocation fails (the route then stays on cuBLASLt).
+// empty, with a warning, when the allocation fails (the route then stays on cuBLASLt).
 DeviceBuffer zeroed_counters(DeviceContext& ctx, int count, const char* what) {
   auto counters = ctx.allocate(count * sizeof(unsigned), what);
   if (!counters.ok() ||
       cudaMemsetAsync(counters->data(), 0, count * sizeof(unsigned), ctx.stream()) != cudaSuccess) {
+    spdlog::warn("{}: {}; keeping cuBLASLt's route", what,
+                 counters.ok() ? "zeroing failed" : counters.status().to_string());
     return DeviceBuffer();
   }
   return std::move(counters).value();
