@@ -197,7 +197,7 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
     }
     const std::vector<float> ref = to_host_bf16(y_ref, count);
     auto pct = [&](double us) { return 100.0 * wbytes / (us * 1e-6) / copy_bw; };
-    {
+    if (std::getenv("LAB_CANDIDATES") != nullptr) {
       // Every cuBLASLt candidate of the shape, timed the same way (0 is the default pick).
       const int n_cand = gemm.candidates(g).value_or(1);
       std::string cands;
@@ -228,21 +228,25 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
                   cublas_us, cands.c_str(), best_i, best_us, cublas_us / best_us);
     }
     std::string line;
-    // LAB_GRIDS="48,96": these grids instead of {one block a multiprocessor, two}.
-    std::vector<int> grids = {0, 2 * sm};
+    // The plan's form (clusters where tiles are fewer than SMs) and stream-K; LAB_GRIDS="48,96":
+    // stream-K on these grids instead.
+    std::vector<std::pair<int, int>> forms = {{0, 0}, {0, 1}};  // (grid, cluster)
     if (const char* env = std::getenv("LAB_GRIDS")) {
-      grids.clear();
+      forms.clear();
       for (const char* p = env; *p != 0;) {
-        grids.push_back(std::atoi(p));
+        forms.push_back({std::atoi(p), 1});
         while (*p != 0 && *p != ',') ++p;
         if (*p == ',') ++p;
       }
     }
     for (int pdl = 0; pdl < 2; ++pdl) {
-      for (int grid : grids) {
+      for (const auto& [grid, cluster] : forms) {
         WgmmaGemmArgs a = make_args(m, s.n, s.k, x, w, y, false, sm, pdl != 0, grid, ws);
+        a.cluster = cluster;
+        const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
         char name[64];
-        std::snprintf(name, sizeof(name), "g%d%s", wgmma_gemm_plan(a).grid, pdl ? " pdl" : "");
+        std::snprintf(name, sizeof(name), "%s%d%s", plan.cluster > 1 ? "c" : "g",
+                      plan.cluster > 1 ? plan.cluster : plan.grid, pdl ? " pdl" : "");
         try {
           CK(cudaMemsetAsync(y, 0, count * 2, st));
           CK(wgmma_gemm(a, st));

@@ -45,13 +45,38 @@ struct Params {
   bool accumulate;
   float* partials;  // [grid][2][regs][256]
   unsigned* counters;
+  int cluster;  // > 1: clusters of this many blocks split each tile's k steps evenly and sum
+                // their partials through distributed shared memory (no workspace)
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// First iteration of block b: iterations are split evenly, in order.
+// First iteration of block b: iterations are split evenly, in order (in cluster mode, block
+// b is rank b % cluster of tile b / cluster's cluster).
 __device__ __forceinline__ int64_t block_start(int b, const Params& p) {
+  if (p.cluster > 1) {
+    return int64_t(b / p.cluster) * p.ksteps + int64_t(b % p.cluster) * p.ksteps / p.cluster;
+  }
   return int64_t(b) * p.iters / p.grid;
+}
+
+// Every thread of every block of the cluster (release, then acquire: shared-memory writes
+// before it are visible to the cluster's blocks after it).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Block `rank`'s copy of this block's shared-memory address, in the cluster's window.
+__device__ __forceinline__ uint32_t cluster_addr(uint32_t local, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+
+__device__ __forceinline__ float cluster_load(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
 }
 
 // The block whose range holds iteration i.
@@ -295,8 +320,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t it1 = block_start(blockIdx.x + 1, p);
 
   if (threadIdx.x >= kConsumers) {
-    // Producer: one thread issues every stage's two TMA loads.
-    if (threadIdx.x != kConsumers) return;
+    // Producer: one thread issues every stage's two TMA loads. In cluster mode the whole warp
+    // joins the two cluster barriers of the reduction below.
+    if (threadIdx.x != kConsumers) {
+      if (p.cluster > 1) {
+        cluster_sync();
+        cluster_sync();
+      }
+      return;
+    }
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
     const uint64_t stream_policy = policy_evict_first();
@@ -333,6 +365,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         s = 0;
         phase ^= 1;
       }
+    }
+    if (p.cluster > 1) {
+      cluster_sync();
+      cluster_sync();
     }
     return;
   }
@@ -372,6 +408,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!waited) {
       detail::grid_dependency_wait();  // y may be read or written by the previous kernel
       waited = true;
+    }
+    if (p.cluster > 1) {
+      // The cluster's blocks hold the tile's k ranges in rank order. Every stage has been
+      // consumed (no load is in flight), so the ring's first bytes take this block's sums;
+      // rank 0 adds the ranks' sums in order through distributed shared memory and writes y.
+      float* part = reinterpret_cast<float*>(smem);  // [kRegs][256]
+#pragma unroll
+      for (int r = 0; r < kRegs; ++r) part[r * kConsumers + ctid] = acc[r];
+      cluster_sync();
+      const int rank = static_cast<int>(blockIdx.x) % p.cluster;
+      if (rank == 0) {
+#pragma unroll
+        for (int r = 0; r < kRegs; ++r) acc[r] = 0.0f;
+        const uint32_t local = smem_addr(part + ctid);
+        for (int c = 0; c < p.cluster; ++c) {
+          const uint32_t remote = cluster_addr(local, c);
+#pragma unroll
+          for (int r = 0; r < kRegs; ++r) acc[r] += cluster_load(remote + r * kConsumers * 4);
+        }
+        store_tile<kTok>(acc, tile, ctid, p);
+      }
+      cluster_sync();  // the other ranks' shared memory stays until rank 0 has read it
+      continue;
     }
     if (kb0 != 0 || kb1 != p.ksteps) {
       // A split tile: publish this block's partial sums; the last block to arrive adds
@@ -469,12 +528,42 @@ cudaError_t launch(const WgmmaGemmArgs& a, const WgmmaGemmPlan& plan, cudaStream
   p.accumulate = a.accumulate;
   p.partials = a.partials;
   p.counters = a.counters;
+  p.cluster = plan.cluster;
   auto* kernel = &wgmma_gemm_kernel<kTok>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(plan.smem_bytes));
   if (err != cudaSuccess) return err;
-  return detail::launch_kernel(kernel, dim3(plan.grid), dim3(kThreads), plan.smem_bytes, stream,
-                               a.pdl, w_map, x_map, p);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(plan.grid);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = plan.smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2];
+  int count = 0;
+  if (a.pdl) {
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (plan.cluster > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count].val.clusterDim.x = plan.cluster;
+    attrs[count].val.clusterDim.y = 1;
+    attrs[count].val.clusterDim.z = 1;
+    ++count;
+    // Every cluster must be resident at once (one block a multiprocessor): otherwise the
+    // stream-K form.
+    config.attrs = attrs;
+    config.numAttrs = count;
+    int fit = 0;
+    if (cudaOccupancyMaxActiveClusters(&fit, kernel, &config) != cudaSuccess ||
+        fit * plan.cluster < plan.grid) {
+      return cudaErrorNotSupported;
+    }
+  }
+  config.attrs = attrs;
+  config.numAttrs = count;
+  return cudaLaunchKernelEx(&config, kernel, w_map, x_map, p);
 }
 
 }  // namespace
@@ -513,15 +602,34 @@ WgmmaGemmPlan wgmma_gemm_plan(const WgmmaGemmArgs& a) {
     }
   }
   plan.grid = static_cast<int>(std::min<int64_t>(std::max(1, want), iters));
+  // The stream-K form's workspace, also for the cluster form (it falls back to stream-K when
+  // its clusters cannot all be resident at once).
   plan.partial_floats = size_t(plan.grid) * 2 * (plan.tokens / 2) * kConsumers;
   plan.counters = plan.tiles;
+  // The cluster form: the largest cluster whose grid fills >= 70 % of the multiprocessors
+  // without passing them (qkv: 48 tiles x 2 on the H200; o and down ask 32 x 4, which the
+  // H200 cannot hold at once, so they run stream-K).
+  int cluster = a.cluster > 1 ? a.cluster : 1;
+  if (a.cluster == 0 && a.grid <= 0) {
+    for (int c : {8, 4, 2}) {
+      const int64_t blocks = int64_t(plan.tiles) * c;
+      if (blocks <= a.sm_count && blocks * 10 >= int64_t(a.sm_count) * 7 && plan.ksteps >= c) {
+        cluster = c;
+        break;
+      }
+    }
+  }
+  if (cluster > 1) {
+    plan.cluster = cluster;
+    plan.grid = plan.tiles * cluster;
+  }
   return plan;
 }
 
-cudaError_t wgmma_gemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
-  if (!wgmma_gemm_supported(a, 9)) return cudaErrorInvalidValue;
-  const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
-  if (plan.grid > 1 && (a.partials == nullptr || a.counters == nullptr)) {
+namespace {
+
+cudaError_t dispatch(const WgmmaGemmArgs& a, const WgmmaGemmPlan& plan, cudaStream_t stream) {
+  if (plan.cluster == 1 && plan.grid > 1 && (a.partials == nullptr || a.counters == nullptr)) {
     return cudaErrorInvalidValue;
   }
   switch (plan.tokens) {
@@ -534,6 +642,22 @@ cudaError_t wgmma_gemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
     default:
       return launch<128>(a, plan, stream);
   }
+}
+
+}  // namespace
+
+cudaError_t wgmma_gemm(const WgmmaGemmArgs& a, cudaStream_t stream) {
+  if (!wgmma_gemm_supported(a, 9) || a.cluster < 0 || a.cluster > 8 ||
+      (a.cluster > 1 && (a.cluster & (a.cluster - 1)) != 0)) {
+    return cudaErrorInvalidValue;
+  }
+  const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
+  const cudaError_t err = dispatch(a, plan, stream);
+  if (err != cudaErrorNotSupported || plan.cluster == 1 || a.cluster > 1) return err;
+  // The clusters do not all fit at once: the stream-K form.
+  WgmmaGemmArgs b = a;
+  b.cluster = 1;
+  return dispatch(b, wgmma_gemm_plan(b), stream);
 }
 
 }  // namespace hearth::cuda

@@ -7,12 +7,14 @@
 // padding to 64 rows. A block owns tiles of 128 weight rows: one producer warp streams each
 // 64-wide k step of the tile (16 KB of weights) and of x through a ring of shared-memory
 // stages with TMA (128-byte swizzle, mbarrier completion), two consumer warpgroups each run
-// m64nNk16 wgmmas on their 64 rows. The grid (one block a multiprocessor, or the largest grid
-// of >= 70 % of them whose ranges line up with tiles) splits the (tile, k step) iterations
-// evenly between blocks ("stream-K"): a block may end or begin inside a tile; such a tile's
-// partial sums go to f32 workspace slots and the last block to arrive sums them in k order
-// (deterministic), then writes y. Under PDL the weight loads of the first ring's worth of
-// stages are issued before the wait on the previous kernel.
+// m64nNk16 wgmmas on their 64 rows. With fewer tiles than multiprocessors, clusters of 2-8
+// blocks split each tile's k steps and rank 0 adds the ranks' sums in order through
+// distributed shared memory (when every cluster fits at once). Otherwise the grid (one block
+// a multiprocessor, or the largest grid of >= 70 % of them whose ranges line up with tiles)
+// splits the (tile, k step) iterations evenly between blocks ("stream-K"): a block may end
+// or begin inside a tile; such a tile's partial sums go to f32 workspace slots and the last
+// block to arrive sums them in k order (deterministic), then writes y. Under PDL the weight
+// loads of the first ring's worth of stages are issued before the wait on the previous kernel.
 // Status: opt-in (GemmBf16Options::wgmma). On the H200 at m = 64 it ran 0.70-1.02x cuBLASLt
 // (S18, dev/cuda/NOTES.md): it streams faster a multiprocessor, but a split tile's reduction
 // through L2 costs ~5-9 us, which the small shapes (qkv, o) cannot hide.
@@ -39,7 +41,10 @@ struct WgmmaGemmArgs {
   int n = 0;
   int k = 0;
   int sm_count = 0;
-  int grid = 0;      // blocks (0: the plan's choice; never more than the iterations)
+  int grid = 0;  // blocks (0: the plan's choice; never more than the iterations)
+  // 0: the plan picks; 1: stream-K; 2, 4 or 8: clusters of that many blocks split each
+  // tile's k steps and add their sums through distributed shared memory (grid = tiles x it).
+  int cluster = 0;
   bool pdl = false;  // programmatic dependent launch: weight loads overlap the previous kernel
   // Workspace (see wgmma_gemm_workspace): f32 partial slots, two a block, and one arrival
   // counter a tile (zero before the first call; every call leaves them zero).
@@ -56,9 +61,12 @@ struct WgmmaGemmPlan {
   int tiles = 0;   // 128-row weight tiles
   int ksteps = 0;  // 64-wide k steps a tile
   int grid = 0;
+  int cluster = 1;  // > 1: the cluster form (no workspace, no counters)
   size_t smem_bytes = 0;
-  size_t partial_floats = 0;  // workspace the plan needs
-  int counters = 0;           // = tiles
+  // Workspace the call may need: the stream-K form's (the cluster form needs none, but falls
+  // back to stream-K when its clusters cannot all be resident at once).
+  size_t partial_floats = 0;
+  int counters = 0;  // = tiles
 };
 
 // True when the kernel takes the call: an sm_90 device (`cc_major` 9), 1 <= m <= 128, k, ldx

@@ -18,7 +18,8 @@ namespace {
 struct WgmmaCase {
   int m, n, k, pad_x, pad_w, pad_y;
   bool f32, accumulate;
-  int grid;  // 0: one block a multiprocessor
+  int grid;     // 0: the plan's
+  int cluster;  // 0: the plan's; 1: stream-K; 2, 4, 8: clusters
 };
 
 class WgmmaGemmTest : public CudaTest, public ::testing::WithParamInterface<WgmmaCase> {
@@ -58,6 +59,7 @@ TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
   args.k = c.k;
   args.sm_count = sm_count();
   args.grid = c.grid;
+  args.cluster = c.cluster;
   args.pdl = true;
   ASSERT_TRUE(wgmma_gemm_supported(args, 9));
   const WgmmaGemmPlan plan = wgmma_gemm_plan(args);
@@ -97,22 +99,30 @@ TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGemmTest,
-                         ::testing::Values(WgmmaCase{16, 256, 512, 0, 0, 0, false, false, 0},
-                                           WgmmaCase{37, 777, 1000, 8, 16, 3, false, false, 0},
-                                           WgmmaCase{5, 300, 136, 0, 8, 0, false, true, 0},
-                                           WgmmaCase{64, 1024, 4096, 0, 0, 0, false, false, 0},
-                                           WgmmaCase{64, 1024, 4096, 0, 0, 0, false, false, 5},
-                                           WgmmaCase{100, 513, 2056, 8, 0, 5, true, true, 0},
-                                           WgmmaCase{128, 640, 512, 0, 0, 0, true, false, 0},
-                                           WgmmaCase{1, 64, 64, 0, 0, 0, false, false, 0},
-                                           WgmmaCase{33, 1000, 1024, 0, 0, 0, false, false, 7},
-                                           WgmmaCase{127, 4096, 1024, 0, 0, 0, false, true, 0},
-                                           WgmmaCase{20, 2048, 8, 0, 0, 0, false, false, 0},
-                                           WgmmaCase{70, 600, 1032, 0, 8, 0, false, false, 1},
-                                           WgmmaCase{9, 1300, 512, 0, 0, 0, true, true, 3},
-                                           WgmmaCase{64, 6144, 4096, 0, 0, 0, false, false, 0},
-                                           WgmmaCase{32, 4096, 14336, 0, 0, 0, false, true, 0}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WgmmaGemmTest,
+    ::testing::Values(WgmmaCase{16, 256, 512, 0, 0, 0, false, false, 0, 0},
+                      WgmmaCase{37, 777, 1000, 8, 16, 3, false, false, 0, 0},
+                      WgmmaCase{5, 300, 136, 0, 8, 0, false, true, 0, 0},
+                      WgmmaCase{64, 1024, 4096, 0, 0, 0, false, false, 0, 0},
+                      WgmmaCase{64, 1024, 4096, 0, 0, 0, false, false, 5, 0},
+                      WgmmaCase{100, 513, 2056, 8, 0, 5, true, true, 0, 0},
+                      WgmmaCase{128, 640, 512, 0, 0, 0, true, false, 0, 0},
+                      WgmmaCase{1, 64, 64, 0, 0, 0, false, false, 0, 0},
+                      WgmmaCase{33, 1000, 1024, 0, 0, 0, false, false, 7, 0},
+                      WgmmaCase{127, 4096, 1024, 0, 0, 0, false, true, 0, 0},
+                      WgmmaCase{20, 2048, 8, 0, 0, 0, false, false, 0, 0},
+                      WgmmaCase{70, 600, 1032, 0, 8, 0, false, false, 1, 0},
+                      WgmmaCase{9, 1300, 512, 0, 0, 0, true, true, 3, 0},
+                      // the plan's cluster form (qkv: 48 tiles x 2; down: 32 x 4) and stream-K
+                      WgmmaCase{64, 6144, 4096, 0, 0, 0, false, false, 0, 0},
+                      WgmmaCase{64, 6144, 4096, 0, 0, 0, false, false, 0, 1},
+                      WgmmaCase{32, 4096, 14336, 0, 0, 0, false, true, 0, 0},
+                      // forced clusters on ragged shapes, f32 and accumulate outputs
+                      WgmmaCase{37, 777, 1000, 8, 16, 3, false, false, 0, 2},
+                      WgmmaCase{100, 513, 2056, 8, 0, 5, true, true, 0, 4},
+                      WgmmaCase{5, 300, 136, 0, 8, 0, false, true, 0, 2},
+                      WgmmaCase{16, 256, 1024, 0, 0, 0, false, false, 0, 8}));
 
 // GemmBf16 with the wgmma route against GemmBf16 on cuBLASLt and a float64 product:
 // routed rows, partials in the context's workspace, f32 + accumulate.
@@ -198,6 +208,25 @@ TEST(WgmmaGemmSupportTest, RejectsUnsupportedCalls) {
   EXPECT_EQ(plan.ksteps, 3);
   EXPECT_EQ(plan.grid, 9);  // never more blocks than iterations
   EXPECT_EQ(plan.counters, 3);
+  EXPECT_EQ(plan.cluster, 1);
+  // The 8B's shapes at 64 rows on 132 multiprocessors: clusters where tiles are fewer.
+  args.m = 64;
+  args.k = 4096;
+  args.ldx = args.ldw = 4096;
+  args.n = 6144;
+  args.ldy = 6144;
+  EXPECT_EQ(wgmma_gemm_plan(args).cluster, 2);
+  EXPECT_EQ(wgmma_gemm_plan(args).grid, 96);
+  args.n = 28672;
+  args.ldy = 28672;
+  EXPECT_EQ(wgmma_gemm_plan(args).cluster, 1);
+  EXPECT_EQ(wgmma_gemm_plan(args).grid, 112);
+  args.n = 4096;
+  args.ldy = 4096;
+  args.k = 14336;
+  args.ldx = args.ldw = 14336;
+  EXPECT_EQ(wgmma_gemm_plan(args).cluster, 4);
+  EXPECT_EQ(wgmma_gemm_plan(args).grid, 128);
 }
 
 }  // namespace
