@@ -4,6 +4,10 @@
 // so the 60 MB L2 never holds them) and calls replayed from one CUDA graph. Every variant's
 // output is checked against cuBLASLt's (bf16: within one rounding; a failed check prints and
 // the lab goes on). Then an 8-layer chain of the four layer GEMMs per m.
+// Forms timed: the plan's (clusters where tiles are fewer than SMs) and stream-K, each with and
+// without PDL. Environment: LAB_ONLY=<shape> (that sweep alone, no checks, no chain), LAB_M=<m>,
+// LAB_GRIDS=<g,...> (stream-K on those grids), LAB_CANDIDATES=1 (also every cuBLASLt
+// candidate, and the chain of the per-shape fastest).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -199,7 +204,9 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
     auto pct = [&](double us) { return 100.0 * wbytes / (us * 1e-6) / copy_bw; };
     if (std::getenv("LAB_CANDIDATES") != nullptr) {
       // Every cuBLASLt candidate of the shape, timed the same way (0 is the default pick).
-      const int n_cand = gemm.candidates(g).value_or(1);
+      auto counted = gemm.candidates(g);
+      if (!counted.ok()) throw std::runtime_error(counted.status().to_string());
+      const int n_cand = *counted;
       std::string cands;
       double best_us = cublas_us;
       int best_i = 0;

@@ -9,6 +9,11 @@ namespace hearth::cuda {
 namespace {
 
 template <GatedActivation kAct>
+__device__ __forceinline__ float gate_mul(float g, float u) {
+  return kAct == GatedActivation::kSilu ? detail::silu_mul(g, u) : detail::gelu_tanh_mul(g, u);
+}
+
+template <GatedActivation kAct>
 __global__ void gated_activation_kernel(const __nv_bfloat16* gate, int64_t ld_gate,
                                         const __nv_bfloat16* up, int64_t ld_up, __nv_bfloat16* out,
                                         int64_t ld_out, int cols) {
@@ -17,8 +22,7 @@ __global__ void gated_activation_kernel(const __nv_bfloat16* gate, int64_t ld_ga
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < cols; i += gridDim.x * blockDim.x) {
     float g = __bfloat162float(gate[row * ld_gate + i]);
     float u = __bfloat162float(up[row * ld_up + i]);
-    float v = kAct == GatedActivation::kSilu ? detail::silu_mul(g, u) : detail::gelu_tanh_mul(g, u);
-    out[row * ld_out + i] = __float2bfloat16(v);
+    out[row * ld_out + i] = __float2bfloat16(gate_mul<kAct>(g, u));
   }
 }
 
@@ -41,11 +45,8 @@ __global__ void gated_activation_vec8_kernel(const __nv_bfloat16* gate, int64_t 
     for (int j = 0; j < 4; ++j) {
       const float2 g = __bfloat1622float2(g2[j]);
       const float2 u = __bfloat1622float2(u2[j]);
-      const float a = kAct == GatedActivation::kSilu ? detail::silu_mul(g.x, u.x)
-                                                     : detail::gelu_tanh_mul(g.x, u.x);
-      const float b = kAct == GatedActivation::kSilu ? detail::silu_mul(g.y, u.y)
-                                                     : detail::gelu_tanh_mul(g.y, u.y);
-      o2[j] = __halves2bfloat162(__float2bfloat16(a), __float2bfloat16(b));
+      o2[j] = __halves2bfloat162(__float2bfloat16(gate_mul<kAct>(g.x, u.x)),
+                                 __float2bfloat16(gate_mul<kAct>(g.y, u.y)));
     }
     *reinterpret_cast<uint4*>(out + row * ld_out + i) = oraw;
   }

@@ -533,37 +533,17 @@ cudaError_t launch(const WgmmaGemmArgs& a, const WgmmaGemmPlan& plan, cudaStream
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(plan.smem_bytes));
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(plan.grid);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = plan.smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attrs[2];
-  int count = 0;
-  if (a.pdl) {
-    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
-  }
+  detail::LaunchConfig launch(dim3(plan.grid), dim3(kThreads), plan.smem_bytes, stream, a.pdl,
+                              plan.cluster);
   if (plan.cluster > 1) {
-    attrs[count].id = cudaLaunchAttributeClusterDimension;
-    attrs[count].val.clusterDim.x = plan.cluster;
-    attrs[count].val.clusterDim.y = 1;
-    attrs[count].val.clusterDim.z = 1;
-    ++count;
-    // Every cluster must be resident at once (one block a multiprocessor): otherwise the
-    // stream-K form.
-    config.attrs = attrs;
-    config.numAttrs = count;
+    // Every cluster must be resident at once (one block a multiprocessor); when they are not,
+    // cudaErrorNotSupported asks wgmma_gemm for the stream-K form.
     int fit = 0;
-    if (cudaOccupancyMaxActiveClusters(&fit, kernel, &config) != cudaSuccess ||
-        fit * plan.cluster < plan.grid) {
-      return cudaErrorNotSupported;
-    }
+    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &launch.config);
+    if (err != cudaSuccess) return err;
+    if (fit * plan.cluster < plan.grid) return cudaErrorNotSupported;
   }
-  config.attrs = attrs;
-  config.numAttrs = count;
-  return cudaLaunchKernelEx(&config, kernel, w_map, x_map, p);
+  return cudaLaunchKernelEx(&launch.config, kernel, w_map, x_map, p);
 }
 
 }  // namespace

@@ -496,18 +496,10 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
   int major = 0;
   cudaError_t err = current_device_attribute(cudaDevAttrComputeCapabilityMajor, &major);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(a.tokens, a.q_heads);
-  cfg.blockDim = dim3(128);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = major >= 9 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, combine_kernel, static_cast<const PagedAttentionArgs&>(a),
-                            static_cast<const float*>(partial_o),
-                            static_cast<const float*>(partial_ml), skip_q_len);
+  return detail::launch_kernel(combine_kernel, dim3(a.tokens, a.q_heads), dim3(128), 0, stream,
+                               major >= 9, static_cast<const PagedAttentionArgs&>(a),
+                               static_cast<const float*>(partial_o),
+                               static_cast<const float*>(partial_ml), skip_q_len);
 }
 
 }  // namespace

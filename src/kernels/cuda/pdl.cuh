@@ -24,22 +24,45 @@ __device__ __forceinline__ void launch_dependents() {
 #endif
 }
 
+// A launch's configuration and its attributes (the configuration points into attrs, so it is
+// neither copied nor moved): programmatic stream serialization when pdl is true (the caller
+// checks the device is sm_90+), a 1-D cluster of `cluster` blocks when cluster > 1.
+struct LaunchConfig {
+  LaunchConfig(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl, int cluster) {
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    if (pdl) {
+      attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[count].val.programmaticStreamSerializationAllowed = 1;
+      ++count;
+    }
+    if (cluster > 1) {
+      attrs[count].id = cudaLaunchAttributeClusterDimension;
+      attrs[count].val.clusterDim.x = static_cast<unsigned>(cluster);
+      attrs[count].val.clusterDim.y = 1;
+      attrs[count].val.clusterDim.z = 1;
+      ++count;
+    }
+    config.attrs = attrs;
+    config.numAttrs = count;
+  }
+  LaunchConfig(const LaunchConfig&) = delete;
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attrs[2]{};
+  unsigned count = 0;
+};
+
 // <<<grid, block, smem, stream>>> with the programmatic-stream-serialization attribute when
 // pdl is true (the caller checks the device is sm_90+).
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                           cudaStream_t stream, bool pdl, Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  LaunchConfig launch(grid, block, smem, stream, pdl, 1);
+  return cudaLaunchKernelEx(&launch.config, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace hearth::cuda::detail

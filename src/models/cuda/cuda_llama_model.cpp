@@ -296,6 +296,8 @@ class CudaLlamaModel : public Model {
  private:
   Status validate(const ForwardBatch& b) const;
   Status ensure(DeviceBuffer& buf, std::size_t bytes, const char* what);
+  // Kernels launch as programmatic dependents (PDL) on sm_90 and later.
+  bool pdl() const { return ctx_->properties().major >= 9; }
   // y[m, l.n] = x[m, l.k] · l.wᵀ (+ bias); y bf16, or f32 for logits.
   Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
   // The decode GEMV with its fusions (dense weights, m <= kGemvRoutedMaxRows): y = epi(x' · l.wᵀ
@@ -642,7 +644,7 @@ cuda::GemvArgs CudaLlamaModel::gemv_args(const DeviceLinear& l, const Bf16* x, i
   a.m = m;
   a.k = l.k;
   a.sm_count = ctx_->properties().multiProcessorCount;
-  a.pdl = ctx_->properties().major >= 9;
+  a.pdl = pdl();
   return a;
 }
 
@@ -662,7 +664,7 @@ cuda::AffineGemvArgs CudaLlamaModel::affine_args(const DeviceLinear& l, const Bf
   a.norm_eps = static_cast<float>(config_.rms_norm_eps);
   a.m = m;
   a.sm_count = ctx_->properties().multiProcessorCount;
-  a.pdl = ctx_->properties().major >= 9;
+  a.pdl = pdl();
   a.kernel = affine_kernel_;
   return a;
 }
@@ -733,7 +735,7 @@ Status CudaLlamaModel::run_step(const StepShape& shape) {
   a.out_tokens = greedy_out_.as<int32_t>();
   a.all_greedy = true;
   a.greedy_state = greedy_state_.data();
-  a.pdl = ctx_->properties().major >= 9;
+  a.pdl = pdl();
   return cuda_status(cuda::sample_tokens(a, ctx_->stream()), "greedy sampling");
 }
 
@@ -766,8 +768,8 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
   // ones affine_gemv (the tensor-core kernel where it applies).
   const bool fused = fused_decode(n);
   // The small kernels between GEMMs (norms, RoPE + KV write, the SiLU gate) launch as
-  // programmatic dependents on sm_90: scheduled as the previous kernel's blocks exit.
-  const bool pdl = ctx_->properties().major >= 9;
+  // programmatic dependents too: scheduled as the previous kernel's blocks exit.
+  const bool use_pdl = pdl();
   using Epi = cuda::GemvEpilogue;
   auto gemv = [&](const DeviceLinear& l, const Bf16* x, void* y, Epi epi,
                   const DeviceBuffer* norm) {
@@ -800,7 +802,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     r.kv_heads = c.num_kv_heads;
     r.head_dim = c.head_dim;
     r.rotary_dim = rotary_dim_;
-    r.pdl = pdl;
+    r.pdl = use_pdl;
     bool roped = false;  // the qkv GEMV's epilogue did rope_kv_write's work
     if (fused) {
       // No L2 prefetch of o's weights from the qkv GEMV: W4's lab_decode_step measured the
@@ -830,7 +832,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
       HEARTH_RETURN_IF_ERROR(
           cuda_status(cuda::rmsnorm_residual(l == 0 ? nullptr : delta, hidden, resid, hidden,
                                              layer.input_norm.as<Bf16>(), 0.0f, c.rms_norm_eps, xn,
-                                             hidden, n, hidden, st, pdl),
+                                             hidden, n, hidden, st, use_pdl),
                       "input norm"));
       HEARTH_RETURN_IF_ERROR(linear(layer.qkv, xn, n, qkv_.data(), false));
     }
@@ -861,7 +863,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     // PDL: the sequence lookup and first block-table entries load before the wait on the
     // previous kernel (rope_kv_write or the fused qkv GEMV); in fused decode steps the o GEMV
     // (PDL too) starts streaming its weights while attention runs.
-    a.pdl = pdl;
+    a.pdl = use_pdl;
     HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
     if (fused) {
       // o (+ residual), then the MLP block below in two kernels.
@@ -874,17 +876,17 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     HEARTH_RETURN_IF_ERROR(linear(layer.o, attn_.as<Bf16>(), n, delta, false));
 
     // MLP block: resid += down(silu(gate(x)) * up(x)).
-    HEARTH_RETURN_IF_ERROR(
-        cuda_status(cuda::rmsnorm_residual(delta, hidden, resid, hidden, layer.post_norm.as<Bf16>(),
-                                           0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st, pdl),
-                    "post-attention norm"));
+    HEARTH_RETURN_IF_ERROR(cuda_status(
+        cuda::rmsnorm_residual(delta, hidden, resid, hidden, layer.post_norm.as<Bf16>(), 0.0f,
+                               c.rms_norm_eps, xn, hidden, n, hidden, st, use_pdl),
+        "post-attention norm"));
     HEARTH_RETURN_IF_ERROR(linear(layer.gate_up, xn, n, gate_up_.data(), false));
     const int gb = layer.gate_up.row_block;
     if (gb == 0) {
       HEARTH_RETURN_IF_ERROR(
           cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, gate_up_.as<Bf16>(),
                                              2 * inter, gate_up_.as<Bf16>() + inter, 2 * inter,
-                                             act_.as<Bf16>(), inter, n, inter, st, pdl),
+                                             act_.as<Bf16>(), inter, n, inter, st, use_pdl),
                       "SiLU gate"));
     } else {
       // Blocked gate_up: each token's row is inter / gb rows of [gb gate | gb up] columns;
@@ -897,7 +899,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
         HEARTH_RETURN_IF_ERROR(
             cuda_status(cuda::gated_activation(cuda::GatedActivation::kSilu, g, 2 * gb, g + gb,
                                                2 * gb, act_.as<Bf16>() + std::size_t(r0) * inter,
-                                               gb, rows * per_token, gb, st, pdl),
+                                               gb, rows * per_token, gb, st, use_pdl),
                         "SiLU gate"));
       }
     }
@@ -919,7 +921,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
   // Final norm over every row (cheap), then gather the rows whose logits are wanted.
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cuda::rmsnorm_residual(fused ? nullptr : delta, hidden, resid, hidden, final_norm_.as<Bf16>(),
-                             0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st, pdl),
+                             0.0f, c.rms_norm_eps, xn, hidden, n, hidden, st, use_pdl),
       "final norm"));
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cuda::embedding_gather(xn, hidden, reinterpret_cast<const int32_t*>(meta(off_rows)), rows,
