@@ -52,6 +52,32 @@ double median_ms(cudaStream_t stream, F&& fn, int reps = 20, int warmup = 3) {
   return times[times.size() / 2];
 }
 
+// The work body() queues on stream, captured (thread-local mode) into an instantiated graph;
+// launch() replays it on that stream.
+class CapturedGraph {
+ public:
+  template <typename F>
+  CapturedGraph(cudaStream_t stream, F&& body) : stream_(stream) {
+    cudaGraph_t graph = nullptr;
+    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    body();
+    CK(cudaStreamEndCapture(stream, &graph));
+    const cudaError_t inst = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    CK(inst);
+  }
+  ~CapturedGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  void launch() const { CK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // Device-to-device copy of 2 GiB, bytes read + written per second.
 inline double measure_copy_bandwidth(cudaStream_t stream) {
   const size_t bytes = size_t{2} << 30;

@@ -1209,17 +1209,9 @@ struct Shape8B {
 
 // The median time of one replay of a graph captured from body (20 timed, 3 warm-up).
 double graph_replay_ms(cudaStream_t st, const std::function<void()>& body) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  body();
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  const double ms = median_ms(
-      st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 20, 3);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return ms;
+  const CapturedGraph graph(st, body);
+  return median_ms(
+      st, [&](int) { graph.launch(); }, 20, 3);
 }
 
 void decode_step(Lab& lab, double copy_bw,

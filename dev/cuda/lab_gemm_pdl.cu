@@ -72,20 +72,6 @@ void make_next_programmatic(cudaStream_t st) {
                                          cudaStreamSetCaptureDependencies));
 }
 
-template <typename F>
-void run_graph(cudaStream_t st, F&& capture) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  capture();
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  CK(cudaGraphLaunch(exec, st));
-  CK(cudaStreamSynchronize(st));
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-}
-
 size_t count_nonzero(const std::vector<Bf16>& v) {
   size_t c = 0;
   for (Bf16 b : v) c += __bfloat162float(b) != 0.0f ? 1 : 0;
@@ -115,11 +101,13 @@ void run() {
       CK(cudaMemsetAsync(x, 0, size_t(xn) * 2, st));
       CK(cudaMemsetAsync(y, 0, size_t(m) * n * 2, st));
       CK(cudaStreamSynchronize(st));
-      run_graph(st, [&] {
+      CapturedGraph graph(st, [&] {
         slow_writer<<<writer_blocks, 256, 0, st>>>(x, xn, 200000);
         make_next_programmatic(st);
         consumer();
       });
+      graph.launch();
+      CK(cudaStreamSynchronize(st));
       std::vector<Bf16> out(out_elems);
       CK(cudaMemcpy(out.data(), y, out_elems * 2, cudaMemcpyDeviceToHost));
       std::printf("race, writer of %3d blocks: %-28s %zu of %zu outputs saw the writer's x\n",

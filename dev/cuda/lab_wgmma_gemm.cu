@@ -45,20 +45,16 @@ constexpr Shape kShapes[] = {{"qkv", 6144, 4096},
                              {"lm_head", 128256, 4096}};
 constexpr int kMaxRows = 128;
 
-// Seconds per call of fn(i) over `calls` calls captured into one graph (median of replays).
+// Microseconds per call of fn(i) over `calls` calls captured into one graph (median of
+// replays).
 template <typename F>
 double graph_us(cudaStream_t st, int calls, F&& fn) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) fn(i);
-  CK(cudaStreamEndCapture(st, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  const double ms = median_ms(
-      st, [&](int) { CK(cudaGraphLaunch(exec, st)); }, 9, 2);
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  return ms * 1e3 / calls;
+  const CapturedGraph graph(st, [&] {
+    for (int i = 0; i < calls; ++i) fn(i);
+  });
+  return median_ms(
+             st, [&](int) { graph.launch(); }, 9, 2) *
+         1e3 / calls;
 }
 
 std::vector<float> to_host_bf16(const Bf16* d, size_t count) {

@@ -52,14 +52,12 @@ class GemmTest : public CudaTest, public ::testing::WithParamInterface<GemmCase>
 // so 4e-3.
 TEST_P(GemmTest, MatchesFloat64Reference) {
   const GemmCase c = GetParam();
-  int64_t ldx = c.k + c.pad_x;
-  int64_t ldw = c.k + c.pad_w;
-  int64_t ldy = c.n + c.pad_y;
-  auto x = random_bf16_values(c.m * ldx, 1);
-  auto w = random_bf16_values(c.n * ldw, 2, 0.05f);
-  auto y0 = random_bf16_values(c.m * ldy, 3);
-  const std::vector<double> ref =
-      reference_gemm(x, ldx, w, ldw, c.m, c.n, c.k, c.accumulate ? &y0 : nullptr, ldy);
+  const GemmProblem p = gemm_problem(c.m, c.n, c.k, c.pad_x, c.pad_w, c.pad_y, c.accumulate, 1);
+  const int64_t ldx = p.ldx, ldw = p.ldw, ldy = p.ldy;
+  const std::vector<float>& x = p.x;
+  const std::vector<float>& w = p.w;
+  const std::vector<float>& y0 = p.y0;
+  const std::vector<double>& ref = p.ref;
   DeviceBuffer dx = upload(to_bf16(x));
   DeviceBuffer dw = upload(to_bf16(w));
   GemmBf16 gemm(*ctx_);

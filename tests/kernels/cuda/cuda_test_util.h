@@ -67,6 +67,27 @@ inline std::vector<double> reference_gemm(const std::vector<float>& x, int64_t l
   return ref;
 }
 
+// A random GEMM problem y (+)= x · wᵀ with padded row strides: x [m, ldx], w [n, ldw] (scale
+// 0.05), the prior y0 [m, ldy] and the float64 reference (y0 added when accumulate). Seeds
+// seed, seed + 1, seed + 2.
+struct GemmProblem {
+  int64_t ldx, ldw, ldy;
+  std::vector<float> x, w, y0;
+  std::vector<double> ref;
+};
+inline GemmProblem gemm_problem(int m, int n, int k, int pad_x, int pad_w, int pad_y,
+                                bool accumulate, uint32_t seed) {
+  GemmProblem p;
+  p.ldx = k + pad_x;
+  p.ldw = k + pad_w;
+  p.ldy = n + pad_y;
+  p.x = random_bf16_values(m * p.ldx, seed);
+  p.w = random_bf16_values(n * p.ldw, seed + 1, 0.05f);
+  p.y0 = random_bf16_values(m * p.ldy, seed + 2);
+  p.ref = reference_gemm(p.x, p.ldx, p.w, p.ldw, m, n, k, accumulate ? &p.y0 : nullptr, p.ldy);
+  return p;
+}
+
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {

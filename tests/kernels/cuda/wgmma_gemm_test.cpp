@@ -33,14 +33,12 @@ class WgmmaGemmTest : public CudaTest, public ::testing::WithParamInterface<Wgmm
 // Tolerance as GemmTest's: f32 outputs 1e-4 relative, bf16 outputs one rounding (4e-3).
 TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
   const WgmmaCase c = GetParam();
-  const int64_t ldx = c.k + c.pad_x;
-  const int64_t ldw = c.k + c.pad_w;
-  const int64_t ldy = c.n + c.pad_y;
-  auto x = random_bf16_values(c.m * ldx, 11);
-  auto w = random_bf16_values(c.n * ldw, 12, 0.05f);
-  auto y0 = random_bf16_values(c.m * ldy, 13);
-  const std::vector<double> ref =
-      reference_gemm(x, ldx, w, ldw, c.m, c.n, c.k, c.accumulate ? &y0 : nullptr, ldy);
+  const GemmProblem p = gemm_problem(c.m, c.n, c.k, c.pad_x, c.pad_w, c.pad_y, c.accumulate, 11);
+  const int64_t ldx = p.ldx, ldw = p.ldw, ldy = p.ldy;
+  const std::vector<float>& x = p.x;
+  const std::vector<float>& w = p.w;
+  const std::vector<float>& y0 = p.y0;
+  const std::vector<double>& ref = p.ref;
   DeviceBuffer dx = upload(to_bf16(x));
   DeviceBuffer dw = upload(to_bf16(w));
   DeviceBuffer dy = c.f32 ? upload(y0) : upload(to_bf16(y0));
