@@ -3,9 +3,11 @@
 // the same process as the kernel it is compared with.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -77,6 +79,38 @@ class CapturedGraph {
   cudaStream_t stream_;
   cudaGraphExec_t exec_ = nullptr;
 };
+
+inline std::vector<float> to_host_bf16(const __nv_bfloat16* d, size_t count) {
+  std::vector<__nv_bfloat16> h(count);
+  CK(cudaMemcpy(h.data(), d, count * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> f(count);
+  for (size_t i = 0; i < count; ++i) f[i] = __bfloat162float(h[i]);
+  return f;
+}
+
+inline std::vector<float> to_host_f32(const float* d, size_t count) {
+  std::vector<float> f(count);
+  CK(cudaMemcpy(f.data(), d, count * 4, cudaMemcpyDeviceToHost));
+  return f;
+}
+
+// Worst |a - ref| in units of the allowed error: one bf16 rounding of |ref| (2^-7 relative,
+// bf16 outputs) or 1e-5 relative (f32), plus an absolute floor. <= 1 passes. With
+// accumulate the floor is one rounding of the product's magnitude (~1): W1 showed cuBLASLt's
+// beta = 1 results up to 3.7x the plain floor from the skinny GEMM's where y + x·wᵀ cancels,
+// while both pass the float64 gtests — the reference, not the kernel, rounds there.
+inline double check_ratio(const std::vector<float>& got, const std::vector<float>& ref, bool f32,
+                          bool accumulate = false) {
+  double worst = 0;
+  const double floor = f32 ? (accumulate ? 1e-4 : 1e-5) : (accumulate ? 1.0 / 64 : 1e-3);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double tol = (f32 ? 1e-5 : 1.0 / 128) * std::fabs(ref[i]) + floor;
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    if (!(err <= tol * 1e6)) return 1e9;  // NaN or garbage
+    worst = std::max(worst, err / tol);
+  }
+  return worst;
+}
 
 // Device-to-device copy of 2 GiB, bytes read + written per second.
 inline double measure_copy_bandwidth(cudaStream_t stream) {
