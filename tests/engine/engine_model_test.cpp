@@ -130,7 +130,8 @@ TEST_P(EngineOnCpu, GreedyIsIdenticalAloneBatchedAndAfterPrefixHit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineOnCpu,
-                         ::testing::Values("llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32"),
+                         ::testing::Values("llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32",
+                                           "qwen3-mlx"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
