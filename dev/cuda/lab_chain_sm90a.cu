@@ -107,12 +107,12 @@ struct ChainParams {
   int prefetch;        // weights this many stages ahead pulled into L2 (LAB_PREFETCH)
   int use_tiled;       // weights from tiled[] by one 16 KB bulk copy a stage (LAB_TILED)
   int w_threads;       // weight producers, 1..kMaxWThreads (LAB_W_THREADS)
-  int timing;          // waits[] accounting (LAB_WAITS=1; it costs the lone producer thread time)
+  int timing;          // waits[] (LAB_WAITS=1; the clock reads cost the producer time)
   float* partials;     // [2 (phase parity)][grid][2 slots][kRegs][256]
   unsigned* counters;  // one a (phase, tile), zero between calls
   unsigned* done;      // blocks' phase arrivals, cumulative; zeroed before each launch
   uint64_t* stamps;    // [phases + 1][grid] %globaltimer: start, then each phase's end
-  uint64_t* waits;     // [grid][2]: ns consumer 0 waited on full stages, the producer on empty
+  uint64_t* waits;     // [grid]: ns the first weight producer waited for free ring slots
 };
 
 __device__ __forceinline__ int64_t block_start(int b, int64_t iters, int grid) {
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
       }
       if (++turn == p.w_threads) turn = 0;
     }
-    if (x_role) p.waits[2 * blockIdx.x + 1] = empty_ns;
+    if (warp == 0) p.waits[blockIdx.x] = empty_ns;
     return;
   }
 
@@ -747,7 +747,7 @@ void run() {
   uint64_t* stamps = nullptr;
   uint64_t* waits = nullptr;
   CK(cudaMalloc(&stamps, size_t(kPhases + 1) * sm * 8));
-  CK(cudaMalloc(&waits, size_t(2) * sm * 8));
+  CK(cudaMalloc(&waits, size_t(sm) * 8));
   CK(cudaMalloc(&partials, size_t(32) << 20));
   CK(cudaMalloc(&counters, size_t(1) << 16));
   CK(cudaMalloc(&done, 4));
@@ -900,22 +900,14 @@ void run() {
                     span / (kLayers - 1), spread / (kLayers - 1));
       line += text;
     }
-    std::vector<uint64_t> w(size_t(2) * prm.grid);
+    std::printf("    phases:%s\n", line.c_str());
+    if (!prm.timing) return;
+    std::vector<uint64_t> w(static_cast<size_t>(prm.grid));
     CK(cudaMemcpy(w.data(), waits, w.size() * 8, cudaMemcpyDeviceToHost));
-    double full_us = 0;
     double empty_us = 0;
-    for (int b = 0; b < prm.grid; ++b) {
-      full_us += w[2 * b] / 1e3 / prm.grid;
-      empty_us += w[2 * b + 1] / 1e3 / prm.grid;
-    }
-    if (!prm.timing) {
-      std::printf("    phases:%s\n", line.c_str());
-      return;
-    }
-    std::printf(
-        "    phases:%s\n    waits a block (whole launch): consumers on full stages %.1f us, "
-        "producer on empty slots %.1f us\n",
-        line.c_str(), full_us, empty_us);
+    for (uint64_t ns : w) empty_us += ns / 1e3 / prm.grid;
+    std::printf("    the weights' producer waited %.1f us a block for free slots (whole launch)\n",
+                empty_us);
   };
   if (const char* profile = std::getenv("LAB_PROFILE")) {
     // One launch in that mode, nothing else (for a profiler).
