@@ -318,6 +318,29 @@ int lab_main() {
   auto shipped = [&](CpuContext& ctx, const Mat& m, float* out) {
     int8_linear(ctx, m.w, act.x.data(), 1, out);
   };
+  // The batch-invariant decode: the same matrices with their rows16 copies (the engine's load
+  // path, models/llama_model.cpp prepare_rows16), one per matrix, keyed by its codes.
+  std::vector<std::vector<uint8_t>> rows16_store;
+  std::vector<std::pair<const void*, WeightMatrix>> rows16_mats;
+  for (const Mat& m : mats) {
+    const Rows16Bytes bytes = rows16_bytes(m.w);
+    rows16_store.emplace_back(bytes.codes);
+    rows16_store.emplace_back(bytes.side);
+    rows16_store.emplace_back(bytes.side);
+    const std::size_t n = rows16_store.size();
+    interleave_rows16(m.w, rows16_store[n - 3].data(), rows16_store[n - 2].data(),
+                      rows16_store[n - 1].data());
+    WeightMatrix w = m.w;
+    w.rows16 = rows16_store[n - 3].data();
+    w.rows16_scales = rows16_store[n - 2].data();
+    w.rows16_biases = rows16_store[n - 1].data();
+    rows16_mats.emplace_back(m.w.data, w);
+  }
+  auto rows16 = [&](CpuContext& ctx, const Mat& m, float* out) {
+    for (const auto& [key, w] : rows16_mats) {
+      if (key == m.w.data) return int8_linear(ctx, w, act.x.data(), 1, out), void();
+    }
+  };
   auto variant = [&](const Knobs& k) -> Run {
     return [&act, k](CpuContext& ctx, const Mat& m, float* out) {
       const bool wide = m.w.cols == 8192;
@@ -385,6 +408,7 @@ int lab_main() {
       {"read pf4K", reader(knobs(false, 4, 4096, 0, 0, 0)), true},
       {"read nopf", reader(knobs(false, 4, 0, 0, 0, 0)), true},
       {"shipped", shipped, false},
+      {"rows16 (batch-invariant)", rows16, false},
       {"old form R4 pf8K", variant(knobs(false, 4, 8192, 0, 0, 0)), false},
       {"lean R4 8K (=shipped)", variant(knobs(true, 4, 8192, 0, 0, 0)), false},
       {"lean R4 4K", variant(knobs(true, 4, 4096, 0, 0, 0)), false},

@@ -26,6 +26,13 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
       ->capture_default_str();
   add_cpu_int8_dot_flag(cmd, args.cpu_int8_dot);
   add_cpu_bf16_dot_flag(cmd, args.cpu_bf16_dot);
+  cmd->add_option("--cpu-batch-invariant", args.cpu_batch_invariant,
+                  "CPU, 8-bit models with --cpu-int8-dot on: decode in the prefill GEMM's "
+                  "summation order from a row-interleaved copy of the codes, so a request's "
+                  "tokens do not depend on what shares its batch (costs the codes' size again "
+                  "in RAM)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 void add_cpu_bf16_dot_flag(CLI::App* cmd, std::string& value) {
@@ -75,6 +82,11 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
     return invalid_argument_error("--cpu-bf16-dot must be on or off, got '{}'", args.cpu_bf16_dot);
   }
   options.cpu_bf16_dot = args.cpu_bf16_dot == "on";
+  if (args.cpu_batch_invariant != "on" && args.cpu_batch_invariant != "off") {
+    return invalid_argument_error("--cpu-batch-invariant must be on or off, got '{}'",
+                                  args.cpu_batch_invariant);
+  }
+  options.cpu_batch_invariant = args.cpu_batch_invariant == "on";
   if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
     return invalid_argument_error("--memory-budget must be a finite number >= 0");
   }

@@ -100,10 +100,13 @@ std::string LlamaModel::describe() const {
                     cpu::int8_dot_supported(weights_.layers[0].q.w);
   const bool bf16 = kernels_ == KernelKind::kCpu && ctx_->bf16_dot &&
                     cpu::bf16_dot_supported(weights_.layers[0].q.w);
+  const bool rows16 = int8 && weights_.layers[0].q.w.rows16 != nullptr;
   return fmt::format("{} kernels, {} threads, {}, {}, weights {}, prefill GEMM {}",
                      kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(),
                      cpu::simd_name(),
-                     int8   ? "int8 activations x quantized weights (avx512-vnni)"
+                     rows16 ? "int8 activations x quantized weights (avx512-vnni), batch-invariant "
+                              "decode"
+                     : int8 ? "int8 activations x quantized weights (avx512-vnni)"
                      : bf16 ? "bf16 activations x bf16 weights in prefill (avx512-bf16)"
                             : "f32 compute",
                      weights,
@@ -278,6 +281,31 @@ Status LlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
   return ok_status();
 }
 
+Status prepare_rows16(LlamaWeights& weights) {
+  auto prepare = [&](kernels::WeightMatrix& w) -> Status {
+    if (!cpu::rows16_wanted(w)) return ok_status();
+    const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
+    HEARTH_ASSIGN_OR_RETURN(Buffer codes, Buffer::allocate(bytes.codes));
+    HEARTH_ASSIGN_OR_RETURN(Buffer scales, Buffer::allocate(bytes.side));
+    HEARTH_ASSIGN_OR_RETURN(Buffer biases, Buffer::allocate(bytes.side));
+    cpu::interleave_rows16(w, static_cast<uint8_t*>(codes.data()), scales.data(), biases.data());
+    w.rows16 = codes.data();
+    w.rows16_scales = scales.data();
+    w.rows16_biases = biases.data();
+    weights.rows16_bytes += bytes.codes + 2 * bytes.side;
+    weights.owned.push_back(std::move(codes));
+    weights.owned.push_back(std::move(scales));
+    weights.owned.push_back(std::move(biases));
+    return ok_status();
+  };
+  for (LlamaLayer& l : weights.layers) {
+    for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      HEARTH_RETURN_IF_ERROR(prepare(lin->w));
+    }
+  }
+  return prepare(weights.lm_head);
+}
+
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOptions& options) {
   if (options.device == Device::kCuda) return load_cuda_model_from(dir, options);
   HEARTH_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
@@ -285,6 +313,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
   if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
   auto weights = load_llama_weights(config, *store);
   if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
+  if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && options.cpu_batch_invariant) {
+    HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights));
+  }
   return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
       std::move(config), std::move(store).value(), std::move(weights).value(), options));
 }

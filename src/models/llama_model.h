@@ -35,12 +35,17 @@ struct LlamaWeights {
   kernels::WeightMatrix lm_head;  // [vocab, hidden] (the embedding when tied)
   std::vector<float> final_norm;  // [hidden]
   std::vector<LlamaLayer> layers;
-  std::vector<Buffer> owned;  // aligned copies of tensors the file left misaligned
+  std::vector<Buffer> owned;     // aligned copies of tensors the file left misaligned, and rows16
+  std::size_t rows16_bytes = 0;  // the CPU int8 path's interleaved copies (prepare_rows16)
 };
 
 // Resolves and validates every tensor the config calls for (names, dtypes, shapes,
 // quantization specs); errors name the tensor.
 Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightStore& store);
+
+// For the CPU int8 path: every 8-bit linear (and the head) also in the batch-invariant decode
+// layout (kernels/cpu/int8_dot.h, interleave_rows16), its buffers kept in weights.owned.
+Status prepare_rows16(LlamaWeights& weights);
 
 class LlamaModel : public Model {
  public:
@@ -54,7 +59,7 @@ class LlamaModel : public Model {
   std::size_t kv_bytes_per_block(int block_size) const override;
   Status copy_kv_block(int src, int dst) override;
   Status forward(const ForwardBatch& batch, std::span<float> logits) override;
-  std::size_t weight_bytes() const override { return store_.total_bytes(); }
+  std::size_t weight_bytes() const override { return store_.total_bytes() + weights_.rows16_bytes; }
   std::string describe() const override;
 
  private:

@@ -33,6 +33,50 @@ bool int8_dot_supported(const WeightMatrix& w) {
          w.cols % w.group_size == 0 && int8_dot_available();
 }
 
+bool rows16_wanted(const WeightMatrix& w) { return w.bits == 8 && int8_dot_supported(w); }
+
+Rows16Bytes rows16_bytes(const WeightMatrix& w) {
+  const auto blocks = static_cast<std::size_t>((w.rows + 15) / 16);
+  const std::size_t groups = static_cast<std::size_t>(w.cols / w.group_size);
+  return {blocks * 16 * static_cast<std::size_t>(w.cols),
+          blocks * groups * 16 * dtype_size(w.scale_dtype)};
+}
+
+void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void* biases) {
+  const int64_t blocks = (w.rows + 15) / 16;
+  const int64_t groups = w.cols / w.group_size;
+  const int64_t quads = w.cols / 4;
+  const std::size_t es = dtype_size(w.scale_dtype);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    uint8_t* dst = codes + blk * 16 * w.cols;
+    for (int l = 0; l < 16; ++l) {
+      const int64_t r = blk * 16 + l;
+      for (int64_t k = 0; k < quads; ++k) {
+        uint8_t* word = dst + (k * 16 + l) * 4;
+        if (r < w.rows) {
+          std::memcpy(word, src + r * w.cols + k * 4, 4);
+        } else {
+          std::memset(word, 0, 4);
+        }
+      }
+      for (int64_t g = 0; g < groups; ++g) {
+        const std::size_t at = static_cast<std::size_t>((blk * groups + g) * 16 + l) * es;
+        auto* s_out = static_cast<uint8_t*>(scales) + at;
+        auto* b_out = static_cast<uint8_t*>(biases) + at;
+        if (r < w.rows) {
+          const std::size_t from = static_cast<std::size_t>(r * groups + g) * es;
+          std::memcpy(s_out, static_cast<const uint8_t*>(w.scales) + from, es);
+          std::memcpy(b_out, static_cast<const uint8_t*>(w.biases) + from, es);
+        } else {
+          std::memset(s_out, 0, es);
+          std::memset(b_out, 0, es);
+        }
+      }
+    }
+  }
+}
+
 #ifdef HEARTH_CPU_VNNI
 namespace {
 
@@ -175,6 +219,15 @@ inline __m256i load_codes32(const uint8_t* row, int64_t c) {
 // moves per instruction measured in the GEMM's inner loop).
 inline __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+
+// acc + Σ of four u8 x s8 products per lane, the s8 side one 32-bit word at x broadcast to
+// every lane (`vpdpbusd` with an embedded broadcast: the word is loaded by the instruction).
+inline __m512i dpbusd_bcst(__m512i acc, __m512i u8, const int8_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0"
+      : "+v"(acc)
+      : "v"(u8), "m"(*reinterpret_cast<const int32_t*>(x)));
   return acc;
 }
 
@@ -480,6 +533,60 @@ void matvec4_m1(const WeightMatrix& w, const int8_t* xq, const float* d, const f
   for (; r < r1; ++r) dot_rows4_m1<1, G64>(w, r, xq, d, sums, cs.data(), y + r);
 }
 
+// ---- decode on the rows16 layout (batch-invariant) ----
+// One block of 16 weight rows against M activation rows: for each group g in order, the
+// rows' exact int32 dots in lanes (one 64-byte load and one `vpdpbusd` per four columns, the
+// activation word broadcast), then gemm_tile's sequence per lane: acc = fma(fl(float(dot) ·
+// d), s, acc), acc = fma(sum, b, acc). y [M, w.rows], rows past the end not written.
+template <int M>
+void rows16_block(const WeightMatrix& w, int64_t blk, const int8_t* xq, const float* d,
+                  const float* sums, float* y) {
+  const int64_t cols = w.cols;
+  const int group = w.group_size;
+  const int64_t groups = cols / group;
+  const int quads = group / 4;
+  const uint8_t* codes = static_cast<const uint8_t*>(w.rows16) + blk * 16 * cols;
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i dp[M];
+    for (int i = 0; i < M; ++i) dp[i] = _mm512_setzero_si512();
+    __m512i dq[M];  // a second chain (odd four-column steps): integer sums, exact either way
+    for (int i = 0; i < M; ++i) dq[i] = _mm512_setzero_si512();
+    const uint8_t* wg = codes + g * quads * 64;
+    const int8_t* xg = xq + g * group;
+    for (int k = 0; k < quads; k += 2) {
+      _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + kNearBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + 64 + kNearBytes), _MM_HINT_T0);
+      const __m512i w0 = _mm512_loadu_si512(wg + k * 64);
+      const __m512i w1 = _mm512_loadu_si512(wg + k * 64 + 64);
+      for (int i = 0; i < M; ++i) {
+        dp[i] = dpbusd_bcst(dp[i], w0, xg + i * cols + 4 * k);
+        dq[i] = dpbusd_bcst(dq[i], w1, xg + i * cols + 4 * k + 4);
+      }
+    }
+    for (int i = 0; i < M; ++i) dp[i] = _mm512_add_epi32(dp[i], dq[i]);
+    const int64_t at = (blk * groups + g) * 16;
+    const __m512 s = load_side16(w.rows16_scales, w.scale_dtype, at, 0xffff);
+    const __m512 b = load_side16(w.rows16_biases, w.scale_dtype, at, 0xffff);
+    for (int i = 0; i < M; ++i) {
+      const __m512 part =
+          _mm512_mul_ps(_mm512_cvtepi32_ps(dp[i]), _mm512_set1_ps(d[i * groups + g]));
+      acc[i] = _mm512_fmadd_ps(part, s, acc[i]);
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(sums[i * groups + g]), b, acc[i]);
+    }
+  }
+  const int64_t r0 = blk * 16;
+  const __mmask16 k = lanes_mask(w.rows - r0);
+  for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(y + i * w.rows + r0, k, acc[i]);
+}
+
+template <int M>
+void rows16_range(const WeightMatrix& w, const int8_t* xq, const float* d, const float* sums,
+                  int64_t b0, int64_t b1, float* y) {
+  for (int64_t blk = b0; blk < b1; ++blk) rows16_block<M>(w, blk, xq, d, sums, y);
+}
+
 // Rows [r0, r1) of y [M, w.rows] for quantized activations xq [M, cols], d / sums [M, groups].
 template <int Bits, int M>
 void matvec_range(const WeightMatrix& w, const int8_t* xq, const float* d, const float* sums,
@@ -553,6 +660,28 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
   const int8_t* q = xq.data();
   const float* dp = d.data();
   const float* sp = sums.data();
+  if (w.rows16 != nullptr) {
+    // Blocks of 16 rows; the same small-work rule as below.
+    const int64_t blocks = (w.rows + 15) / 16;
+    auto rows16 = [&](int64_t b0, int64_t b1) {
+      switch (m) {
+        case 1:
+          return rows16_range<1>(w, q, dp, sp, b0, b1, y);
+        case 2:
+          return rows16_range<2>(w, q, dp, sp, b0, b1, y);
+        case 3:
+          return rows16_range<3>(w, q, dp, sp, b0, b1, y);
+        default:
+          return rows16_range<4>(w, q, dp, sp, b0, b1, y);
+      }
+    };
+    if (w.rows * w.cols * m < kMinParallelWork) {
+      rows16(0, blocks);
+    } else {
+      ctx.pool.parallel_for(blocks, 1, rows16);
+    }
+    return;
+  }
   auto body = [&](int64_t r0, int64_t r1) {
     if (w.bits == 8) {
       matvec_range<8>(w, m, q, dp, sp, r0, r1, y);

@@ -4,6 +4,7 @@
 // (CpuContext::int8_dot): rounding the activations changes outputs slightly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/thread_pool.h"
@@ -18,6 +19,20 @@ bool int8_dot_available();
 // True when int8_linear handles w: quantized, 4 or 8 bits, group size 32 or a multiple of
 // 64, and int8_dot_available().
 bool int8_dot_supported(const WeightMatrix& w);
+
+// The batch-invariant decode's layout for an 8-bit matrix (WeightMatrix::rows16*): the
+// codes interleaved by 16 rows, one 64-byte vector holding four columns of 16 rows, and the
+// scales and biases [ceil(rows / 16), groups, 16] in w.scale_dtype (rows past the end zero).
+// With it, int8_linear's decode (1-4 rows) runs the prefill GEMM's per-output sequence with
+// weight rows in lanes, so a row's result is the same bits at every batch size; without it
+// (4-bit, or not prepared) the decode kernels sum in their own order.
+bool rows16_wanted(const WeightMatrix& w);  // int8_dot_supported(w) and 8-bit
+struct Rows16Bytes {
+  std::size_t codes = 0;
+  std::size_t side = 0;  // scales, and again biases
+};
+Rows16Bytes rows16_bytes(const WeightMatrix& w);
+void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void* biases);
 
 // y[m, w.rows] = x[m, w.cols] · wᵀ with x quantized to int8 per group of w.group_size:
 // for each group, y += s·d·Σ(q·xq) + b·Σx (s, b: the weight group's scale and bias; d: the

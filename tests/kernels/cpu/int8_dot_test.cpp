@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,6 +119,33 @@ TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
       ASSERT_NEAR(y, emu, 2e-5 * magnitude + 1e-5) << "row " << r << " act row " << i;
       ASSERT_NEAR(y, want[i * c.rows + r], bound + 2e-5 * magnitude + 1e-5)
           << "row " << r << " act row " << i;
+    }
+  }
+
+  if (c.bits != 8) return;
+  // The batch-invariant decode (rows16): 1-4 activation rows give the same bits as the
+  // prefill GEMM gives those rows inside a batch of 8.
+  const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
+  std::vector<uint8_t> codes(bytes.codes), s16r(bytes.side), b16r(bytes.side);
+  cpu::interleave_rows16(w, codes.data(), s16r.data(), b16r.data());
+  WeightMatrix w16 = w;
+  w16.rows16 = codes.data();
+  w16.rows16_scales = s16r.data();
+  w16.rows16_biases = b16r.data();
+  constexpr int64_t kBatch = 8;
+  std::vector<float> xb(static_cast<std::size_t>(kBatch * c.cols));
+  for (int64_t i = 0; i < kBatch; ++i) {
+    std::copy_n(&x[(i % c.m) * c.cols], c.cols, &xb[i * c.cols]);
+  }
+  std::vector<float> batch(static_cast<std::size_t>(kBatch * c.rows));
+  cpu::linear(ctx, w16, xb.data(), kBatch, batch.data());
+  for (int64_t m = 1; m <= 4; ++m) {
+    std::vector<float> alone(static_cast<std::size_t>(m * c.rows), NAN);
+    cpu::linear(ctx, w16, xb.data(), m, alone.data());
+    for (int64_t k = 0; k < m * c.rows; ++k) {
+      ASSERT_EQ(std::memcmp(&alone[k], &batch[k], sizeof(float)), 0)
+          << "m " << m << " row " << k % c.rows << " act row " << k / c.rows << ": " << alone[k]
+          << " vs " << batch[k];
     }
   }
 }
