@@ -50,9 +50,22 @@ void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t blk = 0; blk < blocks; ++blk) {
     uint8_t* dst = codes + blk * 16 * w.cols;
+    int64_t k0 = 0;
+#ifdef HEARTH_CPU_VNNI
+    // 16 four-column words of 16 rows at a time, transposed in registers.
+    for (; k0 + 16 <= quads; k0 += 16) {
+      __m512 t[16];
+      for (int l = 0; l < 16; ++l) {
+        const int64_t r = blk * 16 + l;
+        t[l] = r < w.rows ? _mm512_loadu_ps(src + r * w.cols + k0 * 4) : _mm512_setzero_ps();
+      }
+      transpose16(t);
+      for (int q = 0; q < 16; ++q) _mm512_storeu_ps(dst + (k0 + q) * 64, t[q]);
+    }
+#endif
     for (int l = 0; l < 16; ++l) {
       const int64_t r = blk * 16 + l;
-      for (int64_t k = 0; k < quads; ++k) {
+      for (int64_t k = k0; k < quads; ++k) {
         uint8_t* word = dst + (k * 16 + l) * 4;
         if (r < w.rows) {
           std::memcpy(word, src + r * w.cols + k * 4, 4);
