@@ -21,9 +21,9 @@ struct WeightMatrix {
   DType scale_dtype = DType::kF32;  // kF32, kBF16 or kF16
   const void* scales = nullptr;     // [rows, cols / group_size]
   const void* biases = nullptr;     // [rows, cols / group_size]
-  // CPU int8 path, 8-bit only (kernels/cpu/int8_dot.h, interleave_rows16): the codes, scales
+  // CPU int8 path (kernels/cpu/int8_dot.h, interleave_rows16): the codes, scales
   // and biases interleaved by 16 rows for the batch-invariant decode; null when not prepared.
-  const void* rows16 = nullptr;         // [ceil(rows / 16), cols / 4, 16, 4] bytes
+  const void* rows16 = nullptr;         // [ceil(rows / 16), row bytes / 4, 16, 4] bytes
   const void* rows16_scales = nullptr;  // [ceil(rows / 16), groups, 16] in scale_dtype
   const void* rows16_biases = nullptr;  // [ceil(rows / 16), groups, 16] in scale_dtype
 

@@ -43,7 +43,7 @@ struct LlamaWeights {
 // quantization specs); errors name the tensor.
 Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightStore& store);
 
-// For the CPU int8 path: every 8-bit linear (and the head) also in the batch-invariant decode
+// For the CPU int8 path: every quantized linear (and the head) also in the batch-invariant decode
 // layout (kernels/cpu/int8_dot.h, interleave_rows16), its buffers kept in weights.owned.
 Status prepare_rows16(LlamaWeights& weights);
 

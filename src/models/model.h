@@ -62,7 +62,7 @@ struct LoadOptions {
   // here (library callers and the parity tests get f32 compute); the CLI's --cpu-int8-dot
   // turns it on by default.
   bool cpu_int8_dot = false;
-  // kCpu with cpu_int8_dot: 8-bit linears also get a copy of their codes interleaved by 16
+  // kCpu with cpu_int8_dot: quantized linears also get a copy of their codes interleaved by 16
   // rows (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads it in the
   // prefill GEMM's summation order, so a row's output does not depend on the batch. Costs
   // the codes' size again in RAM.

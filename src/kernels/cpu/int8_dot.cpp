@@ -33,23 +33,24 @@ bool int8_dot_supported(const WeightMatrix& w) {
          w.cols % w.group_size == 0 && int8_dot_available();
 }
 
-bool rows16_wanted(const WeightMatrix& w) { return w.bits == 8 && int8_dot_supported(w); }
+bool rows16_wanted(const WeightMatrix& w) { return int8_dot_supported(w); }
 
 Rows16Bytes rows16_bytes(const WeightMatrix& w) {
   const auto blocks = static_cast<std::size_t>((w.rows + 15) / 16);
   const std::size_t groups = static_cast<std::size_t>(w.cols / w.group_size);
-  return {blocks * 16 * static_cast<std::size_t>(w.cols),
+  return {blocks * 16 * static_cast<std::size_t>(w.cols * w.bits / 8),
           blocks * groups * 16 * dtype_size(w.scale_dtype)};
 }
 
 void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void* biases) {
   const int64_t blocks = (w.rows + 15) / 16;
   const int64_t groups = w.cols / w.group_size;
-  const int64_t quads = w.cols / 4;
+  const int64_t row_bytes = w.cols * w.bits / 8;
+  const int64_t quads = row_bytes / 4;  // 32-bit words of a row
   const std::size_t es = dtype_size(w.scale_dtype);
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    uint8_t* dst = codes + blk * 16 * w.cols;
+    uint8_t* dst = codes + blk * 16 * row_bytes;
     int64_t k0 = 0;
 #ifdef HEARTH_CPU_VNNI
     // 16 four-column words of 16 rows at a time, transposed in registers.
@@ -57,7 +58,7 @@ void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void
       __m512 t[16];
       for (int l = 0; l < 16; ++l) {
         const int64_t r = blk * 16 + l;
-        t[l] = r < w.rows ? _mm512_loadu_ps(src + r * w.cols + k0 * 4) : _mm512_setzero_ps();
+        t[l] = r < w.rows ? _mm512_loadu_ps(src + r * row_bytes + k0 * 4) : _mm512_setzero_ps();
       }
       transpose16(t);
       for (int q = 0; q < 16; ++q) _mm512_storeu_ps(dst + (k0 + q) * 64, t[q]);
@@ -68,7 +69,7 @@ void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void
       for (int64_t k = k0; k < quads; ++k) {
         uint8_t* word = dst + (k * 16 + l) * 4;
         if (r < w.rows) {
-          std::memcpy(word, src + r * w.cols + k * 4, 4);
+          std::memcpy(word, src + r * row_bytes + k * 4, 4);
         } else {
           std::memset(word, 0, 4);
         }
@@ -151,6 +152,24 @@ void permute_even_odd(int8_t* q, int64_t cols, int chunk) {
   const __m512i p64 = _mm512_load_si512(idx64);
   const __m256i p32 = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx32));
   int64_t c = 0;
+  if (chunk == 8) {
+    // Each 8 columns as [0, 2, 4, 6 | 1, 3, 5, 7] (the rows16 decode's four-column words).
+    alignas(64) uint8_t idx8[64];
+    for (int t = 0; t < 64; ++t) {
+      const int o = t / 8, u = t % 8;
+      idx8[t] = static_cast<uint8_t>(8 * o + (u < 4 ? 2 * u : 2 * (u - 4) + 1));
+    }
+    const __m512i p8 = _mm512_load_si512(idx8);
+    for (; c + 64 <= cols; c += 64) {
+      _mm512_storeu_si512(q + c, _mm512_permutexvar_epi8(p8, _mm512_loadu_si512(q + c)));
+    }
+    for (; c + 32 <= cols; c += 32) {
+      auto* p = reinterpret_cast<__m256i*>(q + c);
+      _mm256_storeu_si256(
+          p, _mm256_permutexvar_epi8(_mm512_castsi512_si256(p8), _mm256_loadu_si256(p)));
+    }
+    return;
+  }
   if (chunk == 128) {
     // Evens of 128 bytes are idx64[0..31] over both halves: byte 2t of (a, b) for t < 64.
     alignas(64) uint8_t even[64], odd[64];
@@ -551,31 +570,46 @@ void matvec4_m1(const WeightMatrix& w, const int8_t* xq, const float* d, const f
 // rows' exact int32 dots in lanes (one 64-byte load and one `vpdpbusd` per four columns, the
 // activation word broadcast), then gemm_tile's sequence per lane: acc = fma(fl(float(dot) ·
 // d), s, acc), acc = fma(sum, b, acc). y [M, w.rows], rows past the end not written.
-template <int M>
+template <int Bits, int M>
 void rows16_block(const WeightMatrix& w, int64_t blk, const int8_t* xq, const float* d,
                   const float* sums, float* y) {
   const int64_t cols = w.cols;
   const int group = w.group_size;
   const int64_t groups = cols / group;
-  const int quads = group / 4;
-  const uint8_t* codes = static_cast<const uint8_t*>(w.rows16) + blk * 16 * cols;
+  const int vecs = group * Bits / 32;  // 64-byte vectors a group: 4 (8-bit) or 8 (4-bit) columns
+  const uint8_t* codes = static_cast<const uint8_t*>(w.rows16) + blk * 16 * (cols * Bits / 8);
+  const __m512i low = _mm512_set1_epi8(0x0f);
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     __m512i dp[M];
-    for (int i = 0; i < M; ++i) dp[i] = _mm512_setzero_si512();
-    __m512i dq[M];  // a second chain (odd four-column steps): integer sums, exact either way
-    for (int i = 0; i < M; ++i) dq[i] = _mm512_setzero_si512();
-    const uint8_t* wg = codes + g * quads * 64;
+    __m512i dq[M];  // a second chain: integer sums, exact in either order
+    for (int i = 0; i < M; ++i) dp[i] = dq[i] = _mm512_setzero_si512();
+    const uint8_t* wg = codes + g * vecs * 64;
     const int8_t* xg = xq + g * group;
-    for (int k = 0; k < quads; k += 2) {
-      _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + kNearBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + 64 + kNearBytes), _MM_HINT_T0);
-      const __m512i w0 = _mm512_loadu_si512(wg + k * 64);
-      const __m512i w1 = _mm512_loadu_si512(wg + k * 64 + 64);
-      for (int i = 0; i < M; ++i) {
-        dp[i] = dpbusd_bcst(dp[i], w0, xg + i * cols + 4 * k);
-        dq[i] = dpbusd_bcst(dq[i], w1, xg + i * cols + 4 * k + 4);
+    if constexpr (Bits == 8) {
+      for (int k = 0; k < vecs; k += 2) {
+        _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + kNearBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + 64 + kNearBytes), _MM_HINT_T0);
+        const __m512i w0 = _mm512_loadu_si512(wg + k * 64);
+        const __m512i w1 = _mm512_loadu_si512(wg + k * 64 + 64);
+        for (int i = 0; i < M; ++i) {
+          dp[i] = dpbusd_bcst(dp[i], w0, xg + i * cols + 4 * k);
+          dq[i] = dpbusd_bcst(dq[i], w1, xg + i * cols + 4 * k + 4);
+        }
+      }
+    } else {
+      // Eight columns a row a vector: low nibbles are the even columns, high the odd; x is in
+      // the matching [0, 2, 4, 6 | 1, 3, 5, 7] order (permute_even_odd, chunk 8).
+      for (int o = 0; o < vecs; ++o) {
+        _mm_prefetch(reinterpret_cast<const char*>(wg + o * 64 + kNearBytes), _MM_HINT_T0);
+        const __m512i wv = _mm512_loadu_si512(wg + o * 64);
+        const __m512i lo = _mm512_and_si512(wv, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), low);
+        for (int i = 0; i < M; ++i) {
+          dp[i] = dpbusd_bcst(dp[i], lo, xg + i * cols + 8 * o);
+          dq[i] = dpbusd_bcst(dq[i], hi, xg + i * cols + 8 * o + 4);
+        }
       }
     }
     for (int i = 0; i < M; ++i) dp[i] = _mm512_add_epi32(dp[i], dq[i]);
@@ -594,10 +628,25 @@ void rows16_block(const WeightMatrix& w, int64_t blk, const int8_t* xq, const fl
   for (int i = 0; i < M; ++i) _mm512_mask_storeu_ps(y + i * w.rows + r0, k, acc[i]);
 }
 
-template <int M>
+template <int Bits, int M>
 void rows16_range(const WeightMatrix& w, const int8_t* xq, const float* d, const float* sums,
                   int64_t b0, int64_t b1, float* y) {
-  for (int64_t blk = b0; blk < b1; ++blk) rows16_block<M>(w, blk, xq, d, sums, y);
+  for (int64_t blk = b0; blk < b1; ++blk) rows16_block<Bits, M>(w, blk, xq, d, sums, y);
+}
+
+template <int Bits>
+void rows16_range(const WeightMatrix& w, int64_t m, const int8_t* xq, const float* d,
+                  const float* sums, int64_t b0, int64_t b1, float* y) {
+  switch (m) {
+    case 1:
+      return rows16_range<Bits, 1>(w, xq, d, sums, b0, b1, y);
+    case 2:
+      return rows16_range<Bits, 2>(w, xq, d, sums, b0, b1, y);
+    case 3:
+      return rows16_range<Bits, 3>(w, xq, d, sums, b0, b1, y);
+    default:
+      return rows16_range<Bits, 4>(w, xq, d, sums, b0, b1, y);
+  }
 }
 
 // Rows [r0, r1) of y [M, w.rows] for quantized activations xq [M, cols], d / sums [M, groups].
@@ -667,8 +716,9 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
   d.resize(static_cast<std::size_t>(m * groups));
   sums.resize(d.size());
   for (int64_t i = 0; i < m; ++i) {
-    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits, decode_chunk(w),
-                 xq.data() + i * w.cols, d.data() + i * groups, sums.data() + i * groups, 1);
+    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits,
+                 w.rows16 != nullptr ? 8 : decode_chunk(w), xq.data() + i * w.cols,
+                 d.data() + i * groups, sums.data() + i * groups, 1);
   }
   const int8_t* q = xq.data();
   const float* dp = d.data();
@@ -677,15 +727,10 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
     // Blocks of 16 rows; the same small-work rule as below.
     const int64_t blocks = (w.rows + 15) / 16;
     auto rows16 = [&](int64_t b0, int64_t b1) {
-      switch (m) {
-        case 1:
-          return rows16_range<1>(w, q, dp, sp, b0, b1, y);
-        case 2:
-          return rows16_range<2>(w, q, dp, sp, b0, b1, y);
-        case 3:
-          return rows16_range<3>(w, q, dp, sp, b0, b1, y);
-        default:
-          return rows16_range<4>(w, q, dp, sp, b0, b1, y);
+      if (w.bits == 8) {
+        rows16_range<8>(w, m, q, dp, sp, b0, b1, y);
+      } else {
+        rows16_range<4>(w, m, q, dp, sp, b0, b1, y);
       }
     };
     if (w.rows * w.cols * m < kMinParallelWork) {

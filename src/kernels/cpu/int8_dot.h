@@ -20,13 +20,14 @@ bool int8_dot_available();
 // 64, and int8_dot_available().
 bool int8_dot_supported(const WeightMatrix& w);
 
-// The batch-invariant decode's layout for an 8-bit matrix (WeightMatrix::rows16*): the
-// codes interleaved by 16 rows, one 64-byte vector holding four columns of 16 rows, and the
+// The batch-invariant decode's layout for a 4- or 8-bit matrix (WeightMatrix::rows16*): the
+// codes interleaved by 16 rows, one 64-byte vector holding a 32-bit word (four 8-bit or eight
+// 4-bit columns) of each of 16 rows, and the
 // scales and biases [ceil(rows / 16), groups, 16] in w.scale_dtype (rows past the end zero).
 // With it, int8_linear's decode (1-4 rows) runs the prefill GEMM's per-output sequence with
 // weight rows in lanes, so a row's result is the same bits at every batch size; without it
-// (4-bit, or not prepared) the decode kernels sum in their own order.
-bool rows16_wanted(const WeightMatrix& w);  // int8_dot_supported(w) and 8-bit
+// the decode kernels sum in their own order.
+bool rows16_wanted(const WeightMatrix& w);  // int8_dot_supported(w)
 struct Rows16Bytes {
   std::size_t codes = 0;
   std::size_t side = 0;  // scales, and again biases
