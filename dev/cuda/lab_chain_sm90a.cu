@@ -146,6 +146,35 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
+// The consumers' arrival at the grid barrier: after the `after`-th barrier has passed
+// everywhere (so the count never runs ahead of a slow block), this block's stores are
+// published to the async proxy and counted. no_barrier and the bounds count without waiting.
+template <int kMode>
+__device__ __forceinline__ void grid_arrive(const ChainParams& p, unsigned after, int ctid) {
+  fence_proxy_async();
+  consumer_sync();
+  if (ctid == 0) {
+    while (kMode < kNoBarrier && load_acquire(p.done) < after * unsigned(p.grid)) {
+      __nanosleep(32);
+    }
+    fence_acq_rel_gpu();
+    atomicAdd(p.done, 1u);
+  }
+}
+
+// Every consumer waits until `after` grid barriers have passed (thread 0 polls), then reads
+// what the other blocks published before arriving.
+template <int kMode>
+__device__ __forceinline__ void grid_wait(const ChainParams& p, unsigned after, int ctid) {
+  if (ctid == 0) {
+    while (kMode < kNoBarrier && load_acquire(p.done) < after * unsigned(p.grid)) {
+      __nanosleep(32);
+    }
+  }
+  consumer_sync();
+  fence_acq_rel_gpu();
+}
+
 // One block's walk over its iterations, phase after phase (empty ranges skipped). The tile
 // and k step advance by increments: one thread issues every load, and a 64-bit division
 // per stage (~0.2 us of a lone thread's dependent instructions) cost a third of the stream.
@@ -296,27 +325,10 @@ __device__ __forceinline__ void consume_wide(const ChainParams& p, uint8_t* smem
       consumer_sync();  // combine is rewritten by the next segment
     }
     const unsigned base = unsigned(q) * 2;
-    auto arrive = [&](unsigned after) {
-      fence_proxy_async();
-      consumer_sync();
-      if (ctid == 0) {
-        while (kMode < kNoBarrier && load_acquire(p.done) < after * unsigned(p.grid)) {
-          __nanosleep(32);
-        }
-        fence_acq_rel_gpu();
-        atomicAdd(p.done, 1u);
-      }
-    };
     if (ctid == 0) p.stamps[size_t(q + 1) * p.grid + blockIdx.x] = global_ns();
-    arrive(base);
+    grid_arrive<kMode>(p, base, ctid);
     if (reduce_tile >= 0) {
-      if (ctid == 0) {
-        while (kMode < kNoBarrier && load_acquire(p.done) < (base + 1) * unsigned(p.grid)) {
-          __nanosleep(32);
-        }
-      }
-      consumer_sync();
-      fence_acq_rel_gpu();
+      grid_wait<kMode>(p, base + 1, ctid);
       if (g == 0) {
         const int64_t tile_first = int64_t(reduce_tile) * ph.ksteps;
         const int b_lo = block_of(tile_first, ph.iters, p.grid);
@@ -332,7 +344,7 @@ __device__ __forceinline__ void consume_wide(const ChainParams& p, uint8_t* smem
       }
       reduce_tile = -1;
     }
-    arrive(base + 1);
+    grid_arrive<kMode>(p, base + 1, ctid);
   }
 }
 
@@ -541,30 +553,13 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
     // barriers a phase, A (partials published) and B (y complete), the reduction between.
     const unsigned per_phase = p.deferred ? 2u : 1u;
     const unsigned base = unsigned(q) * per_phase;  // barriers passed before this phase
-    auto arrive = [&](unsigned after) {
-      fence_proxy_async();
-      consumer_sync();
-      if (ctid == 0) {
-        while (kMode < kNoBarrier && load_acquire(p.done) < after * unsigned(p.grid)) {
-          __nanosleep(32);
-        }
-        fence_acq_rel_gpu();
-        atomicAdd(p.done, 1u);
-      }
-    };
     if (ctid == 0) {
       p.stamps[size_t(q + 1) * p.grid + blockIdx.x] = global_ns();
     }
-    arrive(base);
+    grid_arrive<kMode>(p, base, ctid);
     if (!p.deferred) continue;
     if (reduce_tile >= 0) {
-      if (ctid == 0) {
-        while (kMode < kNoBarrier && load_acquire(p.done) < (base + 1) * unsigned(p.grid)) {
-          __nanosleep(32);
-        }
-      }
-      consumer_sync();
-      fence_acq_rel_gpu();
+      grid_wait<kMode>(p, base + 1, ctid);
       const int64_t tile_first = int64_t(reduce_tile) * ph.ksteps;
       const int b_lo = block_of(tile_first, ph.iters, p.grid);
       const float* part_base = p.partials + size_t(q & 1) * p.grid * 2 * kRegs * kConsumers;
@@ -581,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
       store_tile(acc, reduce_tile, ctid, ph);
       reduce_tile = -1;
     }
-    arrive(base + 1);
+    grid_arrive<kMode>(p, base + 1, ctid);
   }
 }
 

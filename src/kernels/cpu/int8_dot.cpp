@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/vec_math.h"
@@ -634,18 +635,19 @@ void rows16_range(const WeightMatrix& w, const int8_t* xq, const float* d, const
   for (int64_t blk = b0; blk < b1; ++blk) rows16_block<Bits, M>(w, blk, xq, d, sums, y);
 }
 
-template <int Bits>
-void rows16_range(const WeightMatrix& w, int64_t m, const int8_t* xq, const float* d,
-                  const float* sums, int64_t b0, int64_t b1, float* y) {
+// f(std::integral_constant<int, M>{}) for M = m activation rows (1-4; the decode kernels'
+// template argument).
+template <typename F>
+void with_act_rows(int64_t m, F&& f) {
   switch (m) {
     case 1:
-      return rows16_range<Bits, 1>(w, xq, d, sums, b0, b1, y);
+      return f(std::integral_constant<int, 1>{});
     case 2:
-      return rows16_range<Bits, 2>(w, xq, d, sums, b0, b1, y);
+      return f(std::integral_constant<int, 2>{});
     case 3:
-      return rows16_range<Bits, 3>(w, xq, d, sums, b0, b1, y);
+      return f(std::integral_constant<int, 3>{});
     default:
-      return rows16_range<Bits, 4>(w, xq, d, sums, b0, b1, y);
+      return f(std::integral_constant<int, 4>{});
   }
 }
 
@@ -688,21 +690,6 @@ void matvec_range(const WeightMatrix& w, const int8_t* xq, const float* d, const
   }
 }
 
-template <int Bits>
-void matvec_range(const WeightMatrix& w, int64_t m, const int8_t* xq, const float* d,
-                  const float* sums, int64_t r0, int64_t r1, float* y) {
-  switch (m) {
-    case 1:
-      return matvec_range<Bits, 1>(w, xq, d, sums, r0, r1, y);
-    case 2:
-      return matvec_range<Bits, 2>(w, xq, d, sums, r0, r1, y);
-    case 3:
-      return matvec_range<Bits, 3>(w, xq, d, sums, r0, r1, y);
-    default:
-      return matvec_range<Bits, 4>(w, xq, d, sums, r0, r1, y);
-  }
-}
-
 // The permute_even_odd chunk of the decode kernels (dot_rows) for w.
 int decode_chunk(const WeightMatrix& w) {
   return w.bits == 4 && (w.group_size == 64 || w.group_size % 128 == 0) ? 128 : 64;
@@ -727,11 +714,13 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
     // Blocks of 16 rows; the same small-work rule as below.
     const int64_t blocks = (w.rows + 15) / 16;
     auto rows16 = [&](int64_t b0, int64_t b1) {
-      if (w.bits == 8) {
-        rows16_range<8>(w, m, q, dp, sp, b0, b1, y);
-      } else {
-        rows16_range<4>(w, m, q, dp, sp, b0, b1, y);
-      }
+      with_act_rows(m, [&](auto rows) {
+        if (w.bits == 8) {
+          rows16_range<8, decltype(rows)::value>(w, q, dp, sp, b0, b1, y);
+        } else {
+          rows16_range<4, decltype(rows)::value>(w, q, dp, sp, b0, b1, y);
+        }
+      });
     };
     if (w.rows * w.cols * m < kMinParallelWork) {
       rows16(0, blocks);
@@ -741,11 +730,13 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
     return;
   }
   auto body = [&](int64_t r0, int64_t r1) {
-    if (w.bits == 8) {
-      matvec_range<8>(w, m, q, dp, sp, r0, r1, y);
-    } else {
-      matvec_range<4>(w, m, q, dp, sp, r0, r1, y);
-    }
+    with_act_rows(m, [&](auto rows) {
+      if (w.bits == 8) {
+        matvec_range<8, decltype(rows)::value>(w, q, dp, sp, r0, r1, y);
+      } else {
+        matvec_range<4, decltype(rows)::value>(w, q, dp, sp, r0, r1, y);
+      }
+    });
   };
   if (w.rows * w.cols * m < kMinParallelWork) {
     body(0, w.rows);

@@ -53,46 +53,36 @@ class GemmTest : public CudaTest, public ::testing::WithParamInterface<GemmCase>
 TEST_P(GemmTest, MatchesFloat64Reference) {
   const GemmCase c = GetParam();
   const GemmProblem p = gemm_problem(c.m, c.n, c.k, c.pad_x, c.pad_w, c.pad_y, c.accumulate, 1);
-  const int64_t ldx = p.ldx, ldw = p.ldw, ldy = p.ldy;
-  const std::vector<float>& x = p.x;
-  const std::vector<float>& w = p.w;
-  const std::vector<float>& y0 = p.y0;
-  const std::vector<double>& ref = p.ref;
-  DeviceBuffer dx = upload(to_bf16(x));
-  DeviceBuffer dw = upload(to_bf16(w));
+  DeviceBuffer dx = upload(to_bf16(p.x));
+  DeviceBuffer dw = upload(to_bf16(p.w));
   GemmBf16 gemm(*ctx_);
-  GemmShape shape{c.m, c.n, c.k, ldx, ldw, ldy, c.out, c.accumulate};
-  std::vector<float> got(ref.size());
+  GemmShape shape{c.m, c.n, c.k, p.ldx, p.ldw, p.ldy, c.out, c.accumulate};
+  std::vector<float> got;  // [m, n]
   if (c.out == GemmOut::kF32) {
-    DeviceBuffer dy = upload(y0);
+    DeviceBuffer dy = upload(p.y0);
     ASSERT_TRUE(gemm.run(shape, dx.as<__nv_bfloat16>(), dw.as<__nv_bfloat16>(), dy.data()).ok());
-    auto y = download<float>(dy, y0.size());
-    for (int i = 0; i < c.m; ++i) {
-      for (int j = 0; j < c.n; ++j) got[i * c.n + j] = y[i * ldy + j];
-    }
-    EXPECT_LT(relative_error(got, ref), 1e-4);
+    auto y = download<float>(dy, p.y0.size());
+    got = packed_rows(y, c.m, c.n, p.ldy);
+    EXPECT_LT(relative_error(got, p.ref), 1e-4);
   } else {
-    DeviceBuffer dy = upload(to_bf16(y0));
+    DeviceBuffer dy = upload(to_bf16(p.y0));
     ASSERT_TRUE(gemm.run(shape, dx.as<__nv_bfloat16>(), dw.as<__nv_bfloat16>(), dy.data()).ok());
-    auto y = from_bf16(download<__nv_bfloat16>(dy, y0.size()));
-    for (int i = 0; i < c.m; ++i) {
-      for (int j = 0; j < c.n; ++j) got[i * c.n + j] = y[i * ldy + j];
-    }
-    EXPECT_LT(relative_error(got, ref), 4e-3);
+    auto y = from_bf16(download<__nv_bfloat16>(dy, p.y0.size()));
+    got = packed_rows(y, c.m, c.n, p.ldy);
+    EXPECT_LT(relative_error(got, p.ref), 4e-3);
     // The padding between rows is untouched.
     if (c.pad_y > 0) {
-      EXPECT_EQ(y[c.n], y0[c.n]);
+      EXPECT_EQ(y[c.n], p.y0[c.n]);
     }
   }
   // A second run reuses the cached plan and gives the same bits.
   if (!c.accumulate && c.out == GemmOut::kBf16) {
-    DeviceBuffer again = poisoned<__nv_bfloat16>(y0.size());
+    DeviceBuffer again = poisoned<__nv_bfloat16>(p.y0.size());
     ASSERT_TRUE(gemm.run(shape, dx.as<__nv_bfloat16>(), dw.as<__nv_bfloat16>(), again.data()).ok());
-    auto y2 = from_bf16(download<__nv_bfloat16>(again, y0.size()));
-    for (int i = 0; i < c.m; ++i) {
-      for (int j = 0; j < c.n; ++j) {
-        ASSERT_EQ(y2[i * ldy + j], got[i * c.n + j]);
-      }
+    auto y2 = from_bf16(download<__nv_bfloat16>(again, p.y0.size()));
+    const std::vector<float> again_rows = packed_rows(y2, c.m, c.n, p.ldy);
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(again_rows[k], got[k]) << k / c.n << " " << k % c.n;
     }
   }
 }

@@ -88,6 +88,15 @@ inline GemmProblem gemm_problem(int m, int n, int k, int pad_x, int pad_w, int p
   return p;
 }
 
+// Rows [0, m) x columns [0, n) of a row-major matrix with row stride ld, packed [m, n].
+inline std::vector<float> packed_rows(const std::vector<float>& y, int m, int n, int64_t ld) {
+  std::vector<float> out(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) out[static_cast<size_t>(i) * n + j] = y[i * ld + j];
+  }
+  return out;
+}
+
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {

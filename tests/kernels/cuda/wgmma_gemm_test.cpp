@@ -34,22 +34,17 @@ class WgmmaGemmTest : public CudaTest, public ::testing::WithParamInterface<Wgmm
 TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
   const WgmmaCase c = GetParam();
   const GemmProblem p = gemm_problem(c.m, c.n, c.k, c.pad_x, c.pad_w, c.pad_y, c.accumulate, 11);
-  const int64_t ldx = p.ldx, ldw = p.ldw, ldy = p.ldy;
-  const std::vector<float>& x = p.x;
-  const std::vector<float>& w = p.w;
-  const std::vector<float>& y0 = p.y0;
-  const std::vector<double>& ref = p.ref;
-  DeviceBuffer dx = upload(to_bf16(x));
-  DeviceBuffer dw = upload(to_bf16(w));
-  DeviceBuffer dy = c.f32 ? upload(y0) : upload(to_bf16(y0));
+  DeviceBuffer dx = upload(to_bf16(p.x));
+  DeviceBuffer dw = upload(to_bf16(p.w));
+  DeviceBuffer dy = c.f32 ? upload(p.y0) : upload(to_bf16(p.y0));
 
   WgmmaGemmArgs args;
   args.x = dx.as<__nv_bfloat16>();
-  args.ldx = ldx;
+  args.ldx = p.ldx;
   args.w = dw.as<__nv_bfloat16>();
-  args.ldw = ldw;
+  args.ldw = p.ldw;
   args.y = dy.data();
-  args.ldy = ldy;
+  args.ldy = p.ldy;
   args.y_f32 = c.f32;
   args.accumulate = c.accumulate;
   args.m = c.m;
@@ -71,28 +66,26 @@ TEST_P(WgmmaGemmTest, MatchesFloat64Reference) {
   args.counters = counters->as<unsigned>();
   ASSERT_EQ(wgmma_gemm(args, ctx_->stream()), cudaSuccess);
 
-  std::vector<float> got(ref.size());
   std::vector<float> y;
   if (c.f32) {
-    y = download<float>(dy, y0.size());
+    y = download<float>(dy, p.y0.size());
   } else {
-    y = from_bf16(download<__nv_bfloat16>(dy, y0.size()));
+    y = from_bf16(download<__nv_bfloat16>(dy, p.y0.size()));
   }
-  for (int i = 0; i < c.m; ++i) {
-    for (int j = 0; j < c.n; ++j) got[i * c.n + j] = y[i * ldy + j];
-  }
-  EXPECT_LT(relative_error(got, ref), c.f32 ? 1e-4 : 4e-3);
+  const std::vector<float> got = packed_rows(y, c.m, c.n, p.ldy);  // [m, n]
+  EXPECT_LT(relative_error(got, p.ref), c.f32 ? 1e-4 : 4e-3);
   if (c.pad_y > 0) {
-    EXPECT_EQ(y[c.n], y0[c.n]);  // the padding between rows is untouched
+    EXPECT_EQ(y[c.n], p.y0[c.n]);  // the padding between rows is untouched
   }
   // A second run (the arrival counters were left at zero) gives the same bits.
   if (!c.accumulate && !c.f32) {
-    DeviceBuffer again = poisoned<__nv_bfloat16>(y0.size());
+    DeviceBuffer again = poisoned<__nv_bfloat16>(p.y0.size());
     args.y = again.data();
     ASSERT_EQ(wgmma_gemm(args, ctx_->stream()), cudaSuccess);
-    auto y2 = from_bf16(download<__nv_bfloat16>(again, y0.size()));
-    for (int i = 0; i < c.m; ++i) {
-      for (int j = 0; j < c.n; ++j) ASSERT_EQ(y2[i * ldy + j], got[i * c.n + j]) << i << " " << j;
+    auto y2 = from_bf16(download<__nv_bfloat16>(again, p.y0.size()));
+    const std::vector<float> again_rows = packed_rows(y2, c.m, c.n, p.ldy);
+    for (size_t k = 0; k < got.size(); ++k) {
+      ASSERT_EQ(again_rows[k], got[k]) << k / c.n << " " << k % c.n;
     }
   }
 }
