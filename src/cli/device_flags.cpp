@@ -26,11 +26,11 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
       ->capture_default_str();
   add_cpu_int8_dot_flag(cmd, args.cpu_int8_dot);
   add_cpu_bf16_dot_flag(cmd, args.cpu_bf16_dot);
-  cmd->add_option("--cpu-batch-invariant", args.cpu_batch_invariant,
-                  "CPU, 4/8-bit models with --cpu-int8-dot on: decode in the prefill GEMM's "
-                  "summation order from a row-interleaved copy of the codes, so a request's "
-                  "tokens do not depend on what shares its batch (costs the codes' size again "
-                  "in RAM)")
+  cmd->add_option("--batch-invariant,--cpu-batch-invariant", args.batch_invariant,
+                  "A request's tokens do not depend on what shares its batch. CPU, 4/8-bit "
+                  "models with --cpu-int8-dot on: decode in the prefill GEMM's order from a "
+                  "row-interleaved copy of the codes. CUDA, bf16 models: fixed 64-row GEMM "
+                  "blocks and one attention kernel (slower; quantized models refused)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 }
@@ -82,11 +82,11 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
     return invalid_argument_error("--cpu-bf16-dot must be on or off, got '{}'", args.cpu_bf16_dot);
   }
   options.cpu_bf16_dot = args.cpu_bf16_dot == "on";
-  if (args.cpu_batch_invariant != "on" && args.cpu_batch_invariant != "off") {
-    return invalid_argument_error("--cpu-batch-invariant must be on or off, got '{}'",
-                                  args.cpu_batch_invariant);
+  if (args.batch_invariant != "on" && args.batch_invariant != "off") {
+    return invalid_argument_error("--batch-invariant must be on or off, got '{}'",
+                                  args.batch_invariant);
   }
-  options.cpu_batch_invariant = args.cpu_batch_invariant == "on";
+  options.batch_invariant = args.batch_invariant == "on";
   if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
     return invalid_argument_error("--memory-budget must be a finite number >= 0");
   }

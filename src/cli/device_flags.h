@@ -23,11 +23,11 @@ struct DeviceArgs {
   double memory_budget_gb = 0;                    // decimal GB; 0 = no cap
   std::string cpu_int8_dot = kCpuInt8DotDefault;  // on | off
   std::string cpu_bf16_dot = kCpuBf16DotDefault;  // on | off
-  std::string cpu_batch_invariant = "off";        // on | off
+  std::string batch_invariant = "off";            // on | off
 };
 
 // Adds --device, --compiled-decode, --memory-budget, --cpu-int8-dot, --cpu-bf16-dot and
-// --cpu-batch-invariant to `cmd`, bound to `args`.
+// --batch-invariant (alias --cpu-batch-invariant) to `cmd`, bound to `args`.
 void add_device_flags(CLI::App* cmd, DeviceArgs& args);
 
 // Adds --cpu-int8-dot on|off to `cmd` (verbs that run on CPU only use it alone).

@@ -59,6 +59,7 @@ Result<std::unique_ptr<Model>> load_cuda_model_from(const std::string& dir,
   cuda.memory_budget = options.memory_budget_bytes;
   cuda.show_progress = options.show_progress;
   cuda.compiled_decode = options.compiled_decode;
+  cuda.batch_invariant = options.batch_invariant;
   return load_cuda_model(dir, cuda);
 #else
   (void)dir;

@@ -313,7 +313,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
   if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
   auto weights = load_llama_weights(config, *store);
   if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
-  if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && options.cpu_batch_invariant) {
+  if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && options.batch_invariant) {
     HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights));
   }
   return std::unique_ptr<Model>(std::make_unique<LlamaModel>(

@@ -62,11 +62,12 @@ struct LoadOptions {
   // here (library callers and the parity tests get f32 compute); the CLI's --cpu-int8-dot
   // turns it on by default.
   bool cpu_int8_dot = false;
+  // A row's output does not depend on what else its step holds (--batch-invariant).
   // kCpu with cpu_int8_dot: quantized linears also get a copy of their codes interleaved by 16
   // rows (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads it in the
-  // prefill GEMM's summation order, so a row's output does not depend on the batch. Costs
-  // the codes' size again in RAM.
-  bool cpu_batch_invariant = false;
+  // prefill GEMM's summation order (f32 compute is invariant already). kCuda:
+  // CudaLoadOptions::batch_invariant (bf16 models only).
+  bool batch_invariant = false;
   // kCpu: bf16 weights in prefill (batches over 4 rows) multiply activations rounded to bf16
   // with AVX512-BF16 dot products; ignored where the CPU lacks them. Changes outputs
   // slightly, so off unless asked for (--cpu-bf16-dot on).

@@ -68,6 +68,13 @@ TEST(DeviceCli, BadChoicesAreUsageErrors) {
   EXPECT_EQ(run_hearth("benchmark " + kModel + " --compiled-decode maybe").exit_code, 2);
   EXPECT_EQ(run_hearth("benchmark " + kModel + " --memory-budget -1").exit_code, 2);
   EXPECT_EQ(run_hearth("serve " + kModel + " --gpu-memory-utilization 1.5").exit_code, 2);
+  EXPECT_EQ(run_hearth("benchmark " + kModel + " --batch-invariant maybe").exit_code, 2);
+  // The flag's earlier name still parses (an alias).
+  BinaryRun alias =
+      run_hearth("benchmark " + kModel +
+                 " --device cpu --cpu-batch-invariant on --prompt-tokens 8 --tokens 2 "
+                 "--runs 1 --json");
+  EXPECT_EQ(alias.exit_code, 0) << alias.out;
 }
 
 TEST(DeviceCli, MemoryBudgetTooSmallFails) {

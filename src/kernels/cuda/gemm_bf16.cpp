@@ -117,6 +117,7 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
     return invalid_argument_error("bad GEMM shape m={} n={} k={} ldx={} ldw={} ldy={}", s.m, s.n,
                                   s.k, s.ldx, s.ldw, s.ldy);
   }
+  if (options_.batch_invariant) return run_invariant(s, x, w, y);
   if (gemv_bf16_supported(s.m, s.n, s.k, x, s.ldx, w, s.ldw)) {
     return cuda_status(
         gemv_bf16(x, s.ldx, w, s.ldw, y, s.ldy, s.out == GemmOut::kF32, s.accumulate, s.m, s.n, s.k,
@@ -153,6 +154,26 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
                                       &beta, y, plan->c, y, plan->c, &plan->algos[plan->chosen],
                                       ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
                        "bf16 GEMM");
+}
+
+Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                               void* y) {
+  GemmShape block = s;
+  block.m = kInvariantRows;
+  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(block));
+  const float alpha = 1.0f;
+  const float beta = s.accumulate ? 1.0f : 0.0f;
+  const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
+  for (int r = 0; r < s.m; r += kInvariantRows) {
+    const __nv_bfloat16* xr = x + static_cast<int64_t>(r) * s.ldx;
+    void* yr = static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size;
+    HEARTH_RETURN_IF_ERROR(
+        cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, xr, plan->b,
+                                     &beta, yr, plan->c, yr, plan->c, &plan->algos[plan->chosen],
+                                     ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
+                      "bf16 GEMM (batch-invariant)"));
+  }
+  return ok_status();
 }
 
 Result<int> GemmBf16::candidates(const GemmShape& shape) {

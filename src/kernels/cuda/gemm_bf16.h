@@ -4,6 +4,8 @@
 // goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
 // GemmBf16Options::wgmma (HEARTH_WGMMA_GEMM=1) sends 3-128 rows on an sm_90 device to
 // wgmma_gemm (gemm_wgmma.cuh): off by default until it wins a paired A/B.
+// GemmBf16Options::batch_invariant runs every call as blocks of kInvariantRows rows through
+// one plan per weight shape, so a row's sums do not depend on how many rows share the call.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,8 +38,16 @@ struct GemmBf16Options {
   // Route 3-128 rows on sm_90 to wgmma_gemm (f32 sums in another order than cuBLASLt's).
   // from_env: HEARTH_WGMMA_GEMM=0 / =1; unset keeps this default.
   bool wgmma = false;
+  // Batch-invariant (--batch-invariant): no GEMV or wgmma route; every call runs as
+  // ceil(m / kInvariantRows) cuBLASLt calls of exactly kInvariantRows rows, all through the
+  // plan of that one shape, so each row of y is summed in an order that depends only on the
+  // shape of w (not on m or on the row's place). The caller's x and y must hold
+  // ceil(m / kInvariantRows) * kInvariantRows rows: rows past m are read and written.
+  bool batch_invariant = false;
   static GemmBf16Options from_env();
 };
+
+constexpr int kInvariantRows = 64;
 
 // True when GemmBf16 with options.wgmma sends m rows to wgmma_gemm on an sm_90 device.
 bool wgmma_gemm_routed(int m);
@@ -45,12 +55,14 @@ bool wgmma_gemm_routed(int m);
 class GemmBf16 {
  public:
   explicit GemmBf16(DeviceContext& ctx, GemmBf16Options options = GemmBf16Options::from_env());
+  bool batch_invariant() const { return options_.batch_invariant; }
   ~GemmBf16();
   GemmBf16(const GemmBf16&) = delete;
   GemmBf16& operator=(const GemmBf16&) = delete;
 
   // x: [m, k] (row stride ldx), w: [n, k] (row stride ldw), y: [m, n] (row stride ldy),
   // bf16 or f32 per shape.out. Runs on ctx.stream(). Pointers must be 16-byte aligned.
+  // Batch-invariant: x and y padded to whole blocks of kInvariantRows rows (see the option).
   Status run(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y);
 
   // cuBLASLt's candidate algorithms for a shape, best heuristic guess first (at most
@@ -72,6 +84,9 @@ class GemmBf16 {
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, bool>;
   Result<Plan*> plan_for(const GemmShape& shape);
+  // The batch-invariant form of run(): blocks of kInvariantRows rows through one plan.
+  Status run_invariant(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                       void* y);
 
   DeviceContext* ctx_;
   GemmBf16Options options_;

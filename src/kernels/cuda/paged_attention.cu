@@ -463,8 +463,8 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
   // least one token a sequence, that needs tokens - (seqs - 1) of them. Otherwise (decode
   // batches) its grid is not launched at all: its blocks would only search and exit, which
   // measured 125 us at 64 sequences and 650 us at 256 (W3).
-  if (detail::paged_attention_tiled_supported(a.head_dim) && a.ld_q % 2 == 0 && a.ld_out % 2 == 0 &&
-      a.tokens - (a.seqs - 1) >= detail::kTiledMinQueries) {
+  if (!a.batch_invariant && detail::paged_attention_tiled_supported(a.head_dim) &&
+      a.ld_q % 2 == 0 && a.ld_out % 2 == 0 && a.tokens - (a.seqs - 1) >= detail::kTiledMinQueries) {
     cudaError_t err = detail::paged_attention_tiled(a, stream);
     if (err != cudaSuccess) return err;
     skip_q_len = detail::kTiledMinQueries;
@@ -481,7 +481,9 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
   constexpr bool kWideOk = kHeadDim >= 32 && kHeadDim <= 128;
   cudaError_t launched;
-  const bool wide = a.block_warps == 0 ? 2 * blocks <= sm_count : a.block_warps == kWideWarps;
+  const bool wide = a.batch_invariant    ? false
+                    : a.block_warps == 0 ? 2 * blocks <= sm_count
+                                         : a.block_warps == kWideWarps;
   if (kWideOk && wide) {
     launched = detail::launch_kernel(decode_kernel < kHeadDim, kWideOk ? kWideWarps : kWarps >,
                                      grid, dim3(kWideWarps * 32), 0, stream, a.pdl, a, partial_o,
@@ -546,7 +548,8 @@ cudaError_t paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
       a.q_heads > 65535 || a.ld_q < static_cast<int64_t>(a.q_heads) * a.head_dim ||
       a.ld_out < static_cast<int64_t>(a.q_heads) * a.head_dim ||
       (a.num_splits > 1 && a.workspace == nullptr) || a.sliding_window < 0 ||
-      (a.block_warps != 0 && a.block_warps != kWarps && a.block_warps != kWideWarps)) {
+      (a.block_warps != 0 && a.block_warps != kWarps && a.block_warps != kWideWarps) ||
+      (a.batch_invariant && a.num_splits != 1)) {
     return cudaErrorInvalidValue;
   }
   if (a.tokens == 0) return cudaSuccess;

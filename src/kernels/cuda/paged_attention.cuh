@@ -44,6 +44,11 @@ struct PagedAttentionArgs {
   // <= 128, else 4); 4 or 8 force it (lab A/B; 8 falls back to 4 outside that head_dim range).
   // 8-warp blocks also pull their K/V rows into L2 before the wait on the previous kernel.
   int block_warps = 0;
+  // Batch-invariant (--batch-invariant): every query runs the 4-warp decode kernel over its
+  // keys in one pass (no tiled prefill path, no 8-warp blocks; num_splits must be 1), so its
+  // sums follow the same order whatever else the step holds and however its prompt was
+  // chunked.
+  bool batch_invariant = false;
 };
 
 // A split count that fills the device: 1 when the (token, KV head) grid already does. A pure

@@ -242,20 +242,28 @@ class Uploader {
   std::deque<std::vector<uint16_t>> owned_;
 };
 
+// The GEMM options of a model: HEARTH_WGMMA_GEMM's, batch-invariant on request.
+cuda::GemmBf16Options gemm_options(bool batch_invariant) {
+  cuda::GemmBf16Options options = cuda::GemmBf16Options::from_env();
+  options.batch_invariant = batch_invariant;
+  return options;
+}
+
 class CudaLlamaModel : public Model {
  public:
   CudaLlamaModel(ModelConfig config, std::unique_ptr<DeviceContext> ctx, bool compiled_decode,
                  int upload_threads, int gate_up_block, cuda::AffineGemvKernel affine_kernel,
-                 bool tiled_weights)
+                 bool tiled_weights, bool batch_invariant)
       : config_(std::move(config)),
         ctx_(std::move(ctx)),
-        gemm_(*ctx_),
+        gemm_(*ctx_, gemm_options(batch_invariant)),
         sampler_(*ctx_),
         compiled_decode_(compiled_decode),
         upload_threads_(upload_threads),
         gate_up_block_(gate_up_block),
         affine_kernel_(affine_kernel),
-        tiled_weights_(tiled_weights) {}
+        tiled_weights_(tiled_weights),
+        batch_invariant_(batch_invariant) {}
   ~CudaLlamaModel() override {
     if (host_release_.valid()) host_release_.wait();
     Stopwatch watch;
@@ -370,7 +378,8 @@ class CudaLlamaModel : public Model {
   // steps) or kRegister (the HFMA2 kernel, unfused decode steps: the A/B baseline).
   cuda::AffineGemvKernel affine_kernel_ = cuda::AffineGemvKernel::kAuto;
   bool tiled_weights_ = true;  // HEARTH_AFFINE_LAYOUT: relay decode GEMV weights (tile_for_decode)
-  int tiled_projections_ = 0;  // relaid by tile_for_decode
+  bool batch_invariant_ = false;  // CudaLoadOptions::batch_invariant
+  int tiled_projections_ = 0;     // relaid by tile_for_decode
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
@@ -522,15 +531,16 @@ std::string CudaLlamaModel::describe() const {
                             : std::string("bf16");
   return fmt::format(
       "cuda {} ({} SMs), bf16 compute / f32 accumulate, weights {} ({:.2f} GB on device), "
-      "decode GEMV {}, compiled decode (CUDA graphs) {}, KV bf16 paged, device memory used "
+      "decode GEMV {}, compiled decode (CUDA graphs) {}, KV bf16 paged{}, device memory used "
       "{:.2f} GB (peak {:.2f}) of {:.2f}",
       ctx_->properties().name, ctx_->properties().multiProcessorCount, weights, weight_bytes_ / 1e9,
-      !l.quantized()                                        ? "hearth bf16"
+      batch_invariant_                                      ? "off (batch-invariant GEMMs)"
+      : !l.quantized()                                      ? "hearth bf16"
       : affine_kernel_ == cuda::AffineGemvKernel::kRegister ? "affine (register dequant, unfused)"
       : tiled_projections_ > 0 ? "affine (tensor cores where they apply, fused, tiled weights)"
                                : "affine (tensor cores where they apply, fused)",
-      compiled_decode_ ? "on" : "off", ctx_->used() / 1e9, ctx_->peak() / 1e9,
-      ctx_->budget() / 1e9);
+      compiled_decode_ ? "on" : "off", batch_invariant_ ? ", batch-invariant" : "",
+      ctx_->used() / 1e9, ctx_->peak() / 1e9, ctx_->budget() / 1e9);
 }
 
 Status CudaLlamaModel::create_kv_cache(int num_blocks, int block_size) {
@@ -686,7 +696,8 @@ bool CudaLlamaModel::fused_affine_layer(const DeviceLayer& l, int n) const {
 }
 
 bool CudaLlamaModel::fused_decode(int n) const {
-  if (n < 1 || layers_.empty()) return false;
+  // The fused GEMVs sum in another order than the GEMM: batch-invariant steps never take them.
+  if (n < 1 || layers_.empty() || batch_invariant_) return false;
   if (quantized_) {
     // HEARTH_AFFINE_GEMV=register keeps the unfused 9-kernel layer (the A/B baseline). Every
     // layer is checked: quantization may differ between layers (mixed-bit MLX models).
@@ -864,6 +875,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     // previous kernel (rope_kv_write or the fused qkv GEMV); in fused decode steps the o GEMV
     // (PDL too) starts streaming its weights while attention runs.
     a.pdl = use_pdl;
+    a.batch_invariant = batch_invariant_;
     HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
     if (fused) {
       // o (+ residual), then the MLP block below in two kernels.
@@ -1072,19 +1084,30 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(meta_.data(), meta_staging_.data(), m.bytes, cudaMemcpyHostToDevice, st),
       "uploading step metadata"));
-  const int splits = cuda::paged_attention_num_splits(n, c.num_heads, c.num_kv_heads, max_kv,
-                                                      ctx_->properties().multiProcessorCount);
-  HEARTH_RETURN_IF_ERROR(ensure(resid_, std::size_t(n) * hidden * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(xn_, std::size_t(n) * hidden * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(qkv_, std::size_t(n) * qkv_dim * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(q_, std::size_t(n) * c.q_dim() * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(attn_, std::size_t(n) * c.q_dim() * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(delta_, std::size_t(n) * hidden * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(gate_up_, std::size_t(n) * 2 * inter * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(act_, std::size_t(n) * inter * 2, "activations"));
-  HEARTH_RETURN_IF_ERROR(ensure(last_, std::size_t(std::max(rows, 1)) * hidden * 2, "logit rows"));
-  HEARTH_RETURN_IF_ERROR(
-      ensure(logits_, std::size_t(std::max(rows, 1)) * c.vocab_size * 4, "logits"));
+  // Batch-invariant: one pass over each query's keys (a split count set by the batch would
+  // change the sums' order).
+  const int splits = batch_invariant_
+                         ? 1
+                         : cuda::paged_attention_num_splits(n, c.num_heads, c.num_kv_heads, max_kv,
+                                                            ctx_->properties().multiProcessorCount);
+  // Batch-invariant GEMMs read and write whole blocks of kInvariantRows rows: the GEMMs'
+  // operands hold that many rows (the rows past n are scratch).
+  const auto padded = [&](int r) -> std::size_t {
+    const int block = batch_invariant_ ? cuda::kInvariantRows : 1;
+    return static_cast<std::size_t>((r + block - 1) / block) * block;
+  };
+  const std::size_t np = padded(n);
+  const std::size_t rp = padded(std::max(rows, 1));
+  HEARTH_RETURN_IF_ERROR(ensure(resid_, np * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(xn_, np * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(qkv_, np * qkv_dim * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(q_, np * c.q_dim() * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(attn_, np * c.q_dim() * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(delta_, np * hidden * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(gate_up_, np * 2 * inter * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(act_, np * inter * 2, "activations"));
+  HEARTH_RETURN_IF_ERROR(ensure(last_, rp * hidden * 2, "logit rows"));
+  HEARTH_RETURN_IF_ERROR(ensure(logits_, rp * c.vocab_size * 4, "logits"));
   HEARTH_RETURN_IF_ERROR(ensure(
       attn_ws_, cuda::paged_attention_workspace_bytes(n, c.num_heads, c.head_dim, splits) + 16,
       "attention workspace"));
@@ -1332,6 +1355,12 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
   if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
   auto weights = load_llama_weights(config, *store);
   if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
+  if (options.batch_invariant && !weights->layers.empty() && weights->layers[0].q.w.quantized()) {
+    return unsupported_error(
+        "--batch-invariant on: the CUDA backend has it for bf16 models only, and {} is "
+        "quantized (use --device cpu, or --batch-invariant off)",
+        dir);
+  }
   spdlog::debug("cuda load: {} indexed at {:.0f} ms", dir, watch.elapsed_ms());
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = options.upload_threads > 0 ? options.upload_threads : std::min(8, hw);
@@ -1341,9 +1370,10 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir,
   spdlog::debug("cuda load: {:.2f} GB of pages mapped in while the context started", touched / 1e9);
   if (!ctx.ok()) return ctx.status().with_context("starting the CUDA backend");
   HEARTH_RETURN_IF_ERROR((*ctx)->make_current());
-  auto model = std::make_unique<CudaLlamaModel>(
-      std::move(config), std::move(ctx).value(), options.compiled_decode, threads,
-      options.gate_up_block, affine_kernel_from_env(), tiled_weights_from_env());
+  auto model = std::make_unique<CudaLlamaModel>(std::move(config), std::move(ctx).value(),
+                                                options.compiled_decode, threads,
+                                                options.gate_up_block, affine_kernel_from_env(),
+                                                tiled_weights_from_env(), options.batch_invariant);
   Status st = model->load(*weights, store->total_bytes(), options.show_progress);
   if (!st.ok()) return st.with_context(fmt::format("uploading {} to the GPU", dir));
   spdlog::debug("cuda load: model ready at {:.0f} ms", watch.elapsed_ms());

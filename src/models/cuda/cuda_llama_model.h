@@ -32,6 +32,12 @@ struct CudaLoadOptions {
   // gate rows, then their b up rows (b must divide the intermediate size, else 0 is used).
   // The same bits either way; a lever for the decode GEMV's memory access (lab_decode_step).
   int gate_up_block = 0;
+  // --batch-invariant: a row's logits do not depend on what else its step holds (dense bf16
+  // models). Every GEMM runs in blocks of cuda::kInvariantRows rows through one plan per
+  // weight shape (no decode GEMV, no split-K choice by batch size) and every query runs the
+  // 4-warp attention kernel in one pass over its keys. Slower: batch-1 decode runs 64-row
+  // GEMMs and long prompts' attention has no tensor-core path. Quantized models are refused.
+  bool batch_invariant = false;
 };
 
 // Loads a HuggingFace model directory onto the GPU. Errors (no device, budget too small,

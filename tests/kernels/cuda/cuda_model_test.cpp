@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -353,6 +354,83 @@ TEST(CudaModel, BatchedGemmIsCorrectAndReplaysIdentically) {
   cudaGraphDestroy(graph);
 }
 
+// GemmBf16's batch-invariant form: every row of y is the same bits whatever the call's m and
+// wherever the row sits in it (computed in one call of 300 rows, shifted by 5 rows, alone,
+// and in a call of exactly one block), for a shape cuBLASLt splits k on at 64 rows and an
+// f32-output one; and it is x · wᵀ (checked against the default route within bf16 rounding).
+TEST(CudaModel, BatchInvariantGemmRowsDoNotDependOnTheCall) {
+  auto ctx = cuda::DeviceContext::create({});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  cuda::GemmBf16Options invariant_options;
+  invariant_options.batch_invariant = true;
+  cuda::GemmBf16 invariant(**ctx, invariant_options);
+  cuda::GemmBf16 reference(**ctx, cuda::GemmBf16Options{});
+  constexpr int kRows = 300, kPadded = 384;  // room for a 5-row shift plus a whole last block
+  struct Case {
+    int n, k;
+    cuda::GemmOut out;
+  };
+  for (const Case& cs :
+       {Case{4096, 14336, cuda::GemmOut::kBf16}, Case{1000, 512, cuda::GemmOut::kF32},
+        Case{6144, 4096, cuda::GemmOut::kBf16}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << cs.n << " k=" << cs.k);
+    const std::size_t y_size = cs.out == cuda::GemmOut::kF32 ? 4 : 2;
+    std::vector<uint16_t> hx(std::size_t(kPadded) * cs.k), hw(std::size_t(cs.n) * cs.k);
+    std::mt19937 rng(cs.n + cs.k);
+    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+    for (auto& v : hx) v = f32_to_bf16(dist(rng));
+    for (auto& v : hw) v = f32_to_bf16(dist(rng) * 0.1f);
+    auto dx = (*ctx)->allocate(hx.size() * 2, "x");
+    auto dw = (*ctx)->allocate(hw.size() * 2, "w");
+    auto dy = (*ctx)->allocate(std::size_t(kPadded) * cs.n * y_size, "y");
+    ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok());
+    ASSERT_EQ(cudaMemcpy(dx->data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dw->data(), hw.data(), hw.size() * 2, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::size_t row_bytes = std::size_t(cs.n) * y_size;
+    // Rows [first, first + m) of x through `gemm`, as bytes of y's rows.
+    auto run = [&](cuda::GemmBf16& gemm, int first, int m) {
+      cuda::GemmShape g{m, cs.n, cs.k, cs.k, cs.k, cs.n, cs.out, false};
+      Status st = gemm.run(g, dx->as<__nv_bfloat16>() + std::size_t(first) * cs.k,
+                           dw->as<__nv_bfloat16>(), dy->as<char>() + first * row_bytes);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_TRUE((*ctx)->synchronize().ok());
+      std::vector<char> y(std::size_t(m) * row_bytes);
+      EXPECT_EQ(cudaMemcpy(y.data(), dy->as<char>() + first * row_bytes, y.size(),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      return y;
+    };
+    const std::vector<char> whole = run(invariant, 0, kRows);
+    auto row = [&](const std::vector<char>& y, int r) {
+      return std::vector<char>(y.begin() + r * row_bytes, y.begin() + (r + 1) * row_bytes);
+    };
+    const std::vector<char> shifted = run(invariant, 5, kRows - 5);
+    for (int r = 5; r < kRows; ++r) ASSERT_EQ(row(shifted, r - 5), row(whole, r)) << "row " << r;
+    for (int r : {0, 77, 299}) ASSERT_EQ(run(invariant, r, 1), row(whole, r)) << "row " << r;
+    const std::vector<char> block = run(invariant, 64, cuda::kInvariantRows);
+    for (int r = 0; r < cuda::kInvariantRows; ++r) ASSERT_EQ(row(block, r), row(whole, 64 + r));
+    // The same products as the default route: within a few bf16 roundings of the output.
+    const std::vector<char> ref = run(reference, 0, kRows);
+    auto value = [&](const std::vector<char>& y, std::size_t i) {
+      if (cs.out == cuda::GemmOut::kF32) {
+        float f;
+        std::memcpy(&f, y.data() + i * 4, 4);
+        return f;
+      }
+      uint16_t b;
+      std::memcpy(&b, y.data() + i * 2, 2);
+      return bf16_to_f32(b);
+    };
+    for (std::size_t i = 0; i < std::size_t(kRows) * cs.n; i += 97) {
+      const float want = value(ref, i);
+      ASSERT_NEAR(value(whole, i), want, 2e-2f * std::abs(want) + 1e-3f) << i;
+    }
+  }
+}
+
 // Two sequences in one step (a chunked prefill and a decode row) give the same logits as
 // each run alone (same kernels, same data: only the attention split may differ).
 TEST(CudaModel, MixedBatchEqualsSeparateRuns) {
@@ -403,6 +481,100 @@ TEST(CudaModel, MixedBatchEqualsSeparateRuns) {
   std::vector<int32_t> zero = {0};
   std::vector<SequenceSlice> s = {{0, 1, 0, table_a}};
   EXPECT_FALSE(m.forward(ForwardBatch{bad_token, zero, s, zero}, one).ok());
+}
+
+// --batch-invariant on the CUDA backend (bf16 models): each prompt's last-row logits are the
+// same bits prefilled alone in one step, in chunks of 5 tokens, and in one step with the
+// other prompts (4-74 tokens: decode-kernel rows and what the tiled path would take); a decode
+// row is the same bits alone and beside a 74-token prefill.
+TEST(CudaModel, BatchInvariantLogitsAreBitIdentical) {
+  for (const char* variant : {"llama-bf16", "qwen3-bf16"}) {
+    SCOPED_TRACE(variant);
+    const json& g = goldens()["variants"][variant];
+    CudaLoadOptions options;
+    options.batch_invariant = true;
+    auto model = load_cuda_model(kFixtures + "/" + g["dir"].get<std::string>(), options);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    Model& m = **model;
+    EXPECT_NE(m.describe().find("batch-invariant"), std::string::npos) << m.describe();
+    constexpr int kBlock = 4;
+    ASSERT_TRUE(m.create_kv_cache(512, kBlock).ok());
+    const int vocab = m.config().vocab_size;
+    std::deque<std::vector<int32_t>> tables;  // SequenceSlice holds spans into these
+    int next_block = 0;
+    auto fresh_table = [&](int tokens) -> std::span<const int32_t> {
+      std::vector<int32_t> t((tokens + kBlock - 1) / kBlock);
+      std::iota(t.begin(), t.end(), next_block);
+      next_block += static_cast<int>(t.size());
+      EXPECT_LE(next_block, 512);
+      return tables.emplace_back(std::move(t));
+    };
+    auto run = [&](const std::vector<SequenceSlice>& seqs, const std::vector<int32_t>& tokens,
+                   const std::vector<int32_t>& positions, const std::vector<int32_t>& rows) {
+      std::vector<float> logits(rows.size() * vocab);
+      Status st = m.forward(ForwardBatch{tokens, positions, seqs, rows}, logits);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      return logits;
+    };
+    auto slice_of = [](const std::vector<float>& all, int r, int vocab_size) {
+      return std::vector<float>(all.begin() + std::size_t(r) * vocab_size,
+                                all.begin() + std::size_t(r + 1) * vocab_size);
+    };
+    const json& prompts = goldens()["prompts"];
+    std::vector<std::vector<int32_t>> ids;
+    for (const json& p : prompts) ids.push_back(p["ids"].get<std::vector<int32_t>>());
+    auto iota_from = [](int from, int count) {
+      std::vector<int32_t> v(count);
+      std::iota(v.begin(), v.end(), from);
+      return v;
+    };
+    std::vector<std::vector<float>> alone;
+    for (const auto& p : ids) {
+      const int len = static_cast<int>(p.size());
+      alone.push_back(run({{0, len, 0, fresh_table(len + 1)}}, p, iota_from(0, len), {len - 1}));
+    }
+    // In chunks of 5 tokens.
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const int len = static_cast<int>(ids[i].size());
+      std::span<const int32_t> table = fresh_table(len);
+      std::vector<float> last;
+      for (int c0 = 0; c0 < len; c0 += 5) {
+        const int count = std::min(5, len - c0);
+        std::vector<int32_t> chunk(ids[i].begin() + c0, ids[i].begin() + c0 + count);
+        last = run({{0, count, c0, table}}, chunk, iota_from(c0, count), {count - 1});
+      }
+      EXPECT_EQ(last, alone[i]) << "prompt " << i << " in chunks of 5";
+    }
+    // All prompts in one step.
+    std::vector<SequenceSlice> seqs;
+    std::vector<int32_t> tokens, positions, rows;
+    for (const auto& p : ids) {
+      const int len = static_cast<int>(p.size());
+      seqs.push_back({static_cast<int32_t>(tokens.size()), len, 0, fresh_table(len)});
+      tokens.insert(tokens.end(), p.begin(), p.end());
+      const std::vector<int32_t> pos = iota_from(0, len);
+      positions.insert(positions.end(), pos.begin(), pos.end());
+      rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    }
+    const std::vector<float> together = run(seqs, tokens, positions, rows);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(slice_of(together, static_cast<int>(i), vocab), alone[i]) << "prompt " << i;
+    }
+    // A decode row of prompt 1 (its alone run's blocks), alone and beside a prefill.
+    const int len1 = static_cast<int>(ids[1].size());
+    const SequenceSlice decode{0, 1, len1, tables[1]};
+    const std::vector<float> decode_alone = run({decode}, {7}, {len1}, {0});
+    const int len3 = static_cast<int>(ids[3].size());
+    std::vector<int32_t> mixed_tokens = ids[3];
+    mixed_tokens.push_back(7);
+    std::vector<int32_t> mixed_pos = iota_from(0, len3);
+    mixed_pos.push_back(len1);
+    SequenceSlice decode_second = decode;
+    decode_second.first_token = len3;
+    const std::vector<float> mixed =
+        run({{0, len3, 0, fresh_table(len3)}, decode_second}, mixed_tokens, mixed_pos, {len3});
+    EXPECT_EQ(mixed, decode_alone) << "decode row beside a prefill";
+  }
 }
 
 // forward_sample: greedy ids equal argmax of forward()'s logits at every step (same kernels,
@@ -837,6 +1009,17 @@ TEST(CudaQuantized, AllRowsLogitsEqualGatheredRows) {
           << dir << " row " << r;
     }
   }
+}
+
+// --batch-invariant on CUDA covers bf16 models only: a quantized one is refused at load with a
+// message naming the way out.
+TEST(CudaQuantized, BatchInvariantIsRefused) {
+  CudaLoadOptions options;
+  options.batch_invariant = true;
+  auto model = load_cuda_model(quantized_models().front(), options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().to_string().find("--batch-invariant"), std::string::npos)
+      << model.status().to_string();
 }
 
 }  // namespace
