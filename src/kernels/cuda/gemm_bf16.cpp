@@ -33,6 +33,9 @@ DeviceBuffer zeroed_counters(DeviceContext& ctx, int count, const char* what) {
 
 GemmBf16Options GemmBf16Options::from_env() {
   GemmBf16Options options;
+  const char* batched = std::getenv("HEARTH_INVARIANT_BATCHED");
+  if (batched != nullptr && *batched != '\0')
+    options.invariant_batched = std::strcmp(batched, "0") != 0;
   const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
   if (wgmma == nullptr || *wgmma == '\0') return options;
   if (std::strcmp(wgmma, "0") == 0) {
@@ -54,6 +57,11 @@ GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), op
 }
 
 GemmBf16::~GemmBf16() {
+  for (auto& [key, b] : batched_) {
+    cublasLtMatrixLayoutDestroy(b.a);
+    cublasLtMatrixLayoutDestroy(b.b);
+    cublasLtMatrixLayoutDestroy(b.c);
+  }
   for (auto& [key, plan] : plans_) {
     cublasLtMatrixLayoutDestroy(plan.a);
     cublasLtMatrixLayoutDestroy(plan.b);
@@ -164,6 +172,17 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
   const float alpha = 1.0f;
   const float beta = s.accumulate ? 1.0f : 0.0f;
   const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
+  const int blocks = (s.m + kInvariantRows - 1) / kInvariantRows;
+  if (blocks > 1 && options_.invariant_batched) {
+    HEARTH_ASSIGN_OR_RETURN(const Batched* b, batched_for(block, *plan, blocks));
+    if (b->usable) {
+      return cublas_status(
+          cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, b->a, x, b->b, &beta, y, b->c, y,
+                         b->c, &plan->algos[plan->chosen], ctx_->workspace(),
+                         ctx_->workspace_size(), ctx_->stream()),
+          "bf16 GEMM (batch-invariant, batched)");
+    }
+  }
   for (int r = 0; r < s.m; r += kInvariantRows) {
     const __nv_bfloat16* xr = x + static_cast<int64_t>(r) * s.ldx;
     void* yr = static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size;
@@ -174,6 +193,41 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
                       "bf16 GEMM (batch-invariant)"));
   }
   return ok_status();
+}
+
+Result<const GemmBf16::Batched*> GemmBf16::batched_for(const GemmShape& s, const Plan& plan,
+                                                       int blocks) {
+  const auto key = std::make_pair(
+      Key{s.m, s.n, s.k, s.ldx, s.ldw, s.ldy, static_cast<int>(s.out), s.accumulate}, blocks);
+  auto it = batched_.find(key);
+  if (it != batched_.end()) return &it->second;
+  Batched b;
+  const cudaDataType_t out_type = s.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  auto layout = [&](cublasLtMatrixLayout_t* l, cudaDataType_t type, int rows, int cols, int64_t ld,
+                    int64_t stride) -> Status {
+    HEARTH_RETURN_IF_ERROR(
+        cublas_status(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), "GEMM batch layout"));
+    HEARTH_RETURN_IF_ERROR(
+        cublas_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                       &blocks, sizeof(blocks)),
+                      "GEMM batch count"));
+    return cublas_status(
+        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                         sizeof(stride)),
+        "GEMM batch stride");
+  };
+  Status made = layout(&b.a, CUDA_R_16BF, s.k, s.n, s.ldw, 0);
+  if (made.ok()) made = layout(&b.b, CUDA_R_16BF, s.k, s.m, s.ldx, s.m * s.ldx);
+  if (made.ok()) made = layout(&b.c, out_type, s.n, s.m, s.ldy, s.m * s.ldy);
+  if (made.ok()) {
+    cublasLtMatmulHeuristicResult_t check{};
+    b.usable = cublasLtMatmulAlgoCheck(ctx_->cublaslt(), plan.desc, b.a, b.b, b.c, b.c,
+                                       &plan.algos[plan.chosen], &check) == CUBLAS_STATUS_SUCCESS &&
+               check.workspaceSize <= ctx_->workspace_size();
+  }
+  // Layouts stay with the entry (the destructor frees them); an unusable entry keeps the
+  // caller on the loop of single blocks.
+  return &batched_.emplace(key, b).first->second;
 }
 
 Result<int> GemmBf16::candidates(const GemmShape& shape) {

@@ -358,75 +358,80 @@ TEST(CudaModel, BatchedGemmIsCorrectAndReplaysIdentically) {
 // wherever the row sits in it (computed in one call of 300 rows, shifted by 5 rows, alone,
 // and in a call of exactly one block), for a shape cuBLASLt splits k on at 64 rows and an
 // f32-output one; and it is x · wᵀ (checked against the default route within bf16 rounding).
+// Both forms: a cuBLASLt call a block, and the blocks as one strided batch.
 TEST(CudaModel, BatchInvariantGemmRowsDoNotDependOnTheCall) {
   auto ctx = cuda::DeviceContext::create({});
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
-  cuda::GemmBf16Options invariant_options;
-  invariant_options.batch_invariant = true;
-  cuda::GemmBf16 invariant(**ctx, invariant_options);
   cuda::GemmBf16 reference(**ctx, cuda::GemmBf16Options{});
-  constexpr int kRows = 300, kPadded = 384;  // room for a 5-row shift plus a whole last block
-  struct Case {
-    int n, k;
-    cuda::GemmOut out;
-  };
-  for (const Case& cs :
-       {Case{4096, 14336, cuda::GemmOut::kBf16}, Case{1000, 512, cuda::GemmOut::kF32},
-        Case{6144, 4096, cuda::GemmOut::kBf16}}) {
-    SCOPED_TRACE(::testing::Message() << "n=" << cs.n << " k=" << cs.k);
-    const std::size_t y_size = cs.out == cuda::GemmOut::kF32 ? 4 : 2;
-    std::vector<uint16_t> hx(std::size_t(kPadded) * cs.k), hw(std::size_t(cs.n) * cs.k);
-    std::mt19937 rng(cs.n + cs.k);
-    std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
-    for (auto& v : hx) v = f32_to_bf16(dist(rng));
-    for (auto& v : hw) v = f32_to_bf16(dist(rng) * 0.1f);
-    auto dx = (*ctx)->allocate(hx.size() * 2, "x");
-    auto dw = (*ctx)->allocate(hw.size() * 2, "w");
-    auto dy = (*ctx)->allocate(std::size_t(kPadded) * cs.n * y_size, "y");
-    ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok());
-    ASSERT_EQ(cudaMemcpy(dx->data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice),
-              cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dw->data(), hw.data(), hw.size() * 2, cudaMemcpyHostToDevice),
-              cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::size_t row_bytes = std::size_t(cs.n) * y_size;
-    // Rows [first, first + m) of x through `gemm`, as bytes of y's rows.
-    auto run = [&](cuda::GemmBf16& gemm, int first, int m) {
-      cuda::GemmShape g{m, cs.n, cs.k, cs.k, cs.k, cs.n, cs.out, false};
-      Status st = gemm.run(g, dx->as<__nv_bfloat16>() + std::size_t(first) * cs.k,
-                           dw->as<__nv_bfloat16>(), dy->as<char>() + first * row_bytes);
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      EXPECT_TRUE((*ctx)->synchronize().ok());
-      std::vector<char> y(std::size_t(m) * row_bytes);
-      EXPECT_EQ(cudaMemcpy(y.data(), dy->as<char>() + first * row_bytes, y.size(),
-                           cudaMemcpyDeviceToHost),
+  for (const bool batched : {false, true}) {
+    SCOPED_TRACE(batched ? "blocks as one strided batch" : "a call a block");
+    cuda::GemmBf16Options invariant_options;
+    invariant_options.batch_invariant = true;
+    invariant_options.invariant_batched = batched;
+    cuda::GemmBf16 invariant(**ctx, invariant_options);
+    constexpr int kRows = 300, kPadded = 384;  // room for a 5-row shift plus a whole last block
+    struct Case {
+      int n, k;
+      cuda::GemmOut out;
+    };
+    for (const Case& cs :
+         {Case{4096, 14336, cuda::GemmOut::kBf16}, Case{1000, 512, cuda::GemmOut::kF32},
+          Case{6144, 4096, cuda::GemmOut::kBf16}}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << cs.n << " k=" << cs.k);
+      const std::size_t y_size = cs.out == cuda::GemmOut::kF32 ? 4 : 2;
+      std::vector<uint16_t> hx(std::size_t(kPadded) * cs.k), hw(std::size_t(cs.n) * cs.k);
+      std::mt19937 rng(cs.n + cs.k);
+      std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+      for (auto& v : hx) v = f32_to_bf16(dist(rng));
+      for (auto& v : hw) v = f32_to_bf16(dist(rng) * 0.1f);
+      auto dx = (*ctx)->allocate(hx.size() * 2, "x");
+      auto dw = (*ctx)->allocate(hw.size() * 2, "w");
+      auto dy = (*ctx)->allocate(std::size_t(kPadded) * cs.n * y_size, "y");
+      ASSERT_TRUE(dx.ok() && dw.ok() && dy.ok());
+      ASSERT_EQ(cudaMemcpy(dx->data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice),
                 cudaSuccess);
-      return y;
-    };
-    const std::vector<char> whole = run(invariant, 0, kRows);
-    auto row = [&](const std::vector<char>& y, int r) {
-      return std::vector<char>(y.begin() + r * row_bytes, y.begin() + (r + 1) * row_bytes);
-    };
-    const std::vector<char> shifted = run(invariant, 5, kRows - 5);
-    for (int r = 5; r < kRows; ++r) ASSERT_EQ(row(shifted, r - 5), row(whole, r)) << "row " << r;
-    for (int r : {0, 77, 299}) ASSERT_EQ(run(invariant, r, 1), row(whole, r)) << "row " << r;
-    const std::vector<char> block = run(invariant, 64, cuda::kInvariantRows);
-    for (int r = 0; r < cuda::kInvariantRows; ++r) ASSERT_EQ(row(block, r), row(whole, 64 + r));
-    // The same products as the default route: within a few bf16 roundings of the output.
-    const std::vector<char> ref = run(reference, 0, kRows);
-    auto value = [&](const std::vector<char>& y, std::size_t i) {
-      if (cs.out == cuda::GemmOut::kF32) {
-        float f;
-        std::memcpy(&f, y.data() + i * 4, 4);
-        return f;
+      ASSERT_EQ(cudaMemcpy(dw->data(), hw.data(), hw.size() * 2, cudaMemcpyHostToDevice),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::size_t row_bytes = std::size_t(cs.n) * y_size;
+      // Rows [first, first + m) of x through `gemm`, as bytes of y's rows.
+      auto run = [&](cuda::GemmBf16& gemm, int first, int m) {
+        cuda::GemmShape g{m, cs.n, cs.k, cs.k, cs.k, cs.n, cs.out, false};
+        Status st = gemm.run(g, dx->as<__nv_bfloat16>() + std::size_t(first) * cs.k,
+                             dw->as<__nv_bfloat16>(), dy->as<char>() + first * row_bytes);
+        EXPECT_TRUE(st.ok()) << st.to_string();
+        EXPECT_TRUE((*ctx)->synchronize().ok());
+        std::vector<char> y(std::size_t(m) * row_bytes);
+        EXPECT_EQ(cudaMemcpy(y.data(), dy->as<char>() + first * row_bytes, y.size(),
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        return y;
+      };
+      const std::vector<char> whole = run(invariant, 0, kRows);
+      auto row = [&](const std::vector<char>& y, int r) {
+        return std::vector<char>(y.begin() + r * row_bytes, y.begin() + (r + 1) * row_bytes);
+      };
+      const std::vector<char> shifted = run(invariant, 5, kRows - 5);
+      for (int r = 5; r < kRows; ++r) ASSERT_EQ(row(shifted, r - 5), row(whole, r)) << "row " << r;
+      for (int r : {0, 77, 299}) ASSERT_EQ(run(invariant, r, 1), row(whole, r)) << "row " << r;
+      const std::vector<char> block = run(invariant, 64, cuda::kInvariantRows);
+      for (int r = 0; r < cuda::kInvariantRows; ++r) ASSERT_EQ(row(block, r), row(whole, 64 + r));
+      // The same products as the default route: within a few bf16 roundings of the output.
+      const std::vector<char> ref = run(reference, 0, kRows);
+      auto value = [&](const std::vector<char>& y, std::size_t i) {
+        if (cs.out == cuda::GemmOut::kF32) {
+          float f;
+          std::memcpy(&f, y.data() + i * 4, 4);
+          return f;
+        }
+        uint16_t b;
+        std::memcpy(&b, y.data() + i * 2, 2);
+        return bf16_to_f32(b);
+      };
+      for (std::size_t i = 0; i < std::size_t(kRows) * cs.n; i += 97) {
+        const float want = value(ref, i);
+        ASSERT_NEAR(value(whole, i), want, 2e-2f * std::abs(want) + 1e-3f) << i;
       }
-      uint16_t b;
-      std::memcpy(&b, y.data() + i * 2, 2);
-      return bf16_to_f32(b);
-    };
-    for (std::size_t i = 0; i < std::size_t(kRows) * cs.n; i += 97) {
-      const float want = value(ref, i);
-      ASSERT_NEAR(value(whole, i), want, 2e-2f * std::abs(want) + 1e-3f) << i;
     }
   }
 }
