@@ -109,11 +109,12 @@ constexpr int64_t kNearBytes = 4096;
 constexpr int64_t kFarBytes = 16384;
 // Below this many multiply-adds a decode call runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
-// GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows;
-// a block's codes, <= 48 x 8 KiB, stay in L2 while every activation tile passes), activation
-// rows per tile (a [cols, 32] tile is <= 256 KiB for 8192 columns).
+// GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows and
+// of the rows16 layout's 16; a block's codes, <= 48 x 8 KiB, stay in L2 while every activation
+// tile passes), activation rows per tile (a [cols, 32] tile is <= 256 KiB for 8192 columns).
 constexpr int kTileRows = 6;
 constexpr int64_t kBlockRows = 48;
+static_assert(kBlockRows % kTileRows == 0 && kBlockRows % 16 == 0);
 constexpr int64_t kActTile = 32;
 
 // One side tensor (scales or biases) of a quantized matrix: lanes [at, at + 16) under mask k
@@ -829,20 +830,79 @@ void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups,
   }
 }
 
-// Rows [r0, r1) of a 4-bit matrix unpacked to bytes in permute order with `chunk`-column
-// chunks: out [r1 - r0, cols].
-void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int chunk, uint8_t* out) {
-  const int64_t row_bytes = w.cols / 2;
-  const auto* bytes = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* src = bytes + r * row_bytes;
-    uint8_t* o = out + (r - r0) * w.cols;
-    int64_t c = 0;
-    if (chunk == 64) {
-      for (; c + 64 <= w.cols; c += 64) _mm512_storeu_si512(o + c, load_codes64<4>(src, c));
+// One row of 4-bit codes (packed at src, cols / 2 bytes) unpacked to bytes in permute order
+// with `chunk`-column chunks (64, or 32 for 32-column groups): out [cols].
+void unpack4_row(const uint8_t* src, int64_t cols, int chunk, uint8_t* out) {
+  int64_t c = 0;
+  if (chunk == 64) {
+    for (; c + 64 <= cols; c += 64) _mm512_storeu_si512(out + c, load_codes64<4>(src, c));
+  }
+  for (; c + 32 <= cols; c += 32) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), load_codes32<4>(src, c));
+  }
+}
+
+// The GEMM's panel for weight rows [r0, r0 + n) (r0 a multiple of 16, n <= kBlockRows) read
+// from the rows16 layout: the same bytes the row-major codes give (8-bit as stored, 4-bit
+// through unpack4_row), so the GEMM's output does not depend on which copy it reads. Each 16 x
+// 16 tile of 32-bit words is one transpose16 (interleave_rows16 in reverse); a row's last
+// words (under 16) come through a zero-padded tile. panel [n rounded up to 16, cols]; rows
+// past the matrix's end get the layout's zeros.
+void rows16_panel(const WeightMatrix& w, int64_t r0, int64_t n, int chunk, uint8_t* panel) {
+  const int64_t row_bytes = w.cols * w.bits / 8;
+  const int64_t quads = row_bytes / 4;
+  for (int64_t s = 0; s < n; s += 16) {
+    const uint8_t* src = static_cast<const uint8_t*>(w.rows16) + (r0 + s) * row_bytes;
+    uint8_t* dst = panel + s * w.cols;
+    for (int64_t k0 = 0; k0 < quads; k0 += 16) {
+      const int64_t words = std::min<int64_t>(16, quads - k0);
+      __m512 t[16];
+      for (int q = 0; q < 16; ++q) {
+        t[q] = q < words ? _mm512_loadu_ps(src + (k0 + q) * 64) : _mm512_setzero_ps();
+      }
+      transpose16(t);
+      for (int l = 0; l < 16; ++l) {
+        if (w.bits == 8) {
+          _mm512_mask_storeu_ps(dst + l * w.cols + k0 * 4, lanes_mask(words), t[l]);
+        } else {
+          alignas(64) uint8_t packed[64];
+          _mm512_store_ps(packed, t[l]);
+          unpack4_row(packed, words * 8, chunk, dst + l * w.cols + k0 * 8);
+        }
+      }
     }
-    for (; c + 32 <= w.cols; c += 32) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), load_codes32<4>(src, c));
+  }
+}
+
+// Scales and biases of weight rows [r0, r0 + n) as f32: ws / wb [n, groups] (rows16: [n rounded
+// up to 16, groups], from the interleaved copies).
+void block_sides(const WeightMatrix& w, int64_t r0, int64_t n, float* ws, float* wb) {
+  const int64_t groups = w.cols / w.group_size;
+  if (w.rows16 != nullptr) {
+    // Lane l of a block's group g is row l: scattered to ws[l * groups + g].
+    const __m512i lane_at =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(static_cast<int>(groups)));
+    for (int64_t s = 0; s < n; s += 16) {
+      const int64_t blk = (r0 + s) / 16;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t at = (blk * groups + g) * 16;
+        _mm512_i32scatter_ps(ws + s * groups + g, lane_at,
+                             load_side16(w.rows16_scales, w.scale_dtype, at, 0xffff), 4);
+        _mm512_i32scatter_ps(wb + s * groups + g, lane_at,
+                             load_side16(w.rows16_biases, w.scale_dtype, at, 0xffff), 4);
+      }
+    }
+    return;
+  }
+  for (int64_t r = r0; r < r0 + n; ++r) {
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 k = lanes_mask(groups - g);
+      const int64_t at = r * groups + g;
+      _mm512_mask_storeu_ps(ws + (r - r0) * groups + g, k,
+                            load_side16(w.scales, w.scale_dtype, at, k));
+      _mm512_mask_storeu_ps(wb + (r - r0) * groups + g, k,
+                            load_side16(w.biases, w.scale_dtype, at, k));
     }
   }
 }
@@ -850,7 +910,8 @@ void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int chunk, uint8_t* 
 // Prefill: activations quantized once into tiles of kActTile rows; each thread takes blocks of
 // kBlockRows weight rows (scales converted and 4-bit codes unpacked once per block, kept in
 // L2) and runs every activation tile against them over the whole depth, so each output is
-// stored once.
+// stored once. With w.rows16 the block's codes come from that copy (rows16_panel), the same
+// panel bytes: the output is bitwise the same, and w.data is not read.
 void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   const int group = w.group_size;
   const int64_t cols = w.cols;
@@ -904,32 +965,32 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
     }
   });
   const int64_t row_bytes = cols * w.bits / 8;
-  const auto* bytes = static_cast<const uint8_t*>(w.data);
-  ctx.pool.parallel_for(w.rows, kTileRows, [&](int64_t a, int64_t b) {
-    thread_local std::vector<uint8_t> panel;  // 4-bit: [kBlockRows, cols] unpacked codes
-    thread_local std::vector<float> ws, wb;   // [kBlockRows, groups]
+  const bool rows16 = w.rows16 != nullptr;
+  // With rows16, chunks of whole blocks, so that each block starts at a multiple of 16 rows.
+  ctx.pool.parallel_for(w.rows, rows16 ? kBlockRows : kTileRows, [&](int64_t a, int64_t b) {
+    // Codes in row order (4-bit unpacked; 8-bit only when read from rows16):
+    // [kBlockRows, cols].
+    thread_local std::vector<uint8_t> panel;
+    thread_local std::vector<float> ws, wb;  // [kBlockRows, groups]
     alignas(64) float out[kBlockRows * kActTile];
     ws.resize(static_cast<std::size_t>(kBlockRows * groups));
     wb.resize(ws.size());
-    if (w.bits == 4) panel.resize(static_cast<std::size_t>(kBlockRows * cols));
+    if (w.bits == 4 || rows16) panel.resize(static_cast<std::size_t>(kBlockRows * cols));
     for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
       const int64_t r1 = std::min(b, r0 + kBlockRows);
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t g = 0; g < groups; g += 16) {
-          const __mmask16 k = lanes_mask(groups - g);
-          const int64_t at = r * groups + g;
-          _mm512_mask_storeu_ps(ws.data() + (r - r0) * groups + g, k,
-                                load_side16(w.scales, w.scale_dtype, at, k));
-          _mm512_mask_storeu_ps(wb.data() + (r - r0) * groups + g, k,
-                                load_side16(w.biases, w.scale_dtype, at, k));
+      block_sides(w, r0, r1 - r0, ws.data(), wb.data());
+      const uint8_t* codes = panel.data();
+      int64_t stride = cols;
+      if (rows16) {
+        rows16_panel(w, r0, r1 - r0, chunk, panel.data());
+      } else if (w.bits == 4) {
+        for (int64_t r = r0; r < r1; ++r) {
+          unpack4_row(static_cast<const uint8_t*>(w.data) + r * row_bytes, cols, chunk,
+                      panel.data() + (r - r0) * cols);
         }
-      }
-      const uint8_t* codes = bytes + r0 * row_bytes;
-      int64_t stride = row_bytes;
-      if (w.bits == 4) {
-        unpack4(w, r0, r1, chunk, panel.data());
-        codes = panel.data();
-        stride = cols;
+      } else {
+        codes = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
+        stride = row_bytes;
       }
       for (int64_t i0 = 0; i0 < m; i0 += kActTile) {
         const int64_t valid = std::min(kActTile, m - i0);
