@@ -27,8 +27,8 @@ bool int8_dot_supported(const WeightMatrix& w);
 // With it, int8_linear's decode (1-4 rows) runs the prefill GEMM's per-output sequence with
 // weight rows in lanes, so a row's result is the same bits at every batch size; without it
 // the decode kernels sum in their own order. The GEMM (5+ rows) reads it too (the same bits as
-// from w.data), so once it is built int8_linear never reads w.data: the caller may release
-// the row-major codes.
+// from w.data), so once it is built int8_linear never reads w.data, w.scales or w.biases: the
+// caller may release them.
 bool rows16_wanted(const WeightMatrix& w);  // int8_dot_supported(w)
 struct Rows16Bytes {
   std::size_t codes = 0;

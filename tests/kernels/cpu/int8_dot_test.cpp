@@ -71,8 +71,8 @@ struct Quantized {
   Quantized(const Quantized&) = delete;
   Quantized& operator=(const Quantized&) = delete;
 
-  // w with the rows16 layout (interleave_rows16) and no row-major codes (data null), as a
-  // model holds it after releasing them.
+  // w with the rows16 layout (interleave_rows16) and no row-major codes, scales or biases
+  // (null), as a model holds it after releasing them.
   WeightMatrix with_rows16() {
     const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
     codes16.assign(bytes.codes, 0);
@@ -80,7 +80,7 @@ struct Quantized {
     biases16.assign(bytes.side, 0);
     cpu::interleave_rows16(w, codes16.data(), scales16.data(), biases16.data());
     WeightMatrix w16 = w;
-    w16.data = nullptr;
+    w16.data = w16.scales = w16.biases = nullptr;
     w16.rows16 = codes16.data();
     w16.rows16_scales = scales16.data();
     w16.rows16_biases = biases16.data();
