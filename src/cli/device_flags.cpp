@@ -27,10 +27,10 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
   add_cpu_int8_dot_flag(cmd, args.cpu_int8_dot);
   add_cpu_bf16_dot_flag(cmd, args.cpu_bf16_dot);
   cmd->add_option("--cpu-batch-invariant", args.cpu_batch_invariant,
-                  "CPU, 4/8-bit models with --cpu-int8-dot on: decode in the prefill GEMM's "
-                  "summation order from a row-interleaved copy of the codes, so a request's "
-                  "tokens do not depend on what shares its batch (costs the codes' size again "
-                  "in RAM)")
+                  "CPU, 4/8-bit models with --cpu-int8-dot on: the quantized linears' codes "
+                  "are re-laid out interleaved by 16 rows and decode sums in the prefill GEMM's "
+                  "order, so a request's tokens do not depend on what shares its batch (RAM: "
+                  "a tied embedding's codes are held twice)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 }

@@ -62,10 +62,10 @@ struct LoadOptions {
   // here (library callers and the parity tests get f32 compute); the CLI's --cpu-int8-dot
   // turns it on by default.
   bool cpu_int8_dot = false;
-  // kCpu with cpu_int8_dot: quantized linears also get a copy of their codes interleaved by 16
-  // rows (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads it in the
-  // prefill GEMM's summation order, so a row's output does not depend on the batch. Costs
-  // the codes' size again in RAM.
+  // kCpu with cpu_int8_dot: quantized linears get their codes interleaved by 16 rows
+  // (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads them in the
+  // prefill GEMM's summation order, so a row's output does not depend on the batch. The
+  // row-major originals are released, except a tied embedding's (the gather reads them).
   bool cpu_batch_invariant = false;
   // kCpu: bf16 weights in prefill (batches over 4 rows) multiply activations rounded to bf16
   // with AVX512-BF16 dot products; ignored where the CPU lacks them. Changes outputs
