@@ -78,6 +78,18 @@ void MappedFile::advise_sequential() const {
   }
 }
 
+std::size_t MappedFile::drop_pages(const void* p, std::size_t n) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  const auto base = reinterpret_cast<uintptr_t>(data_);
+  if (data_ == nullptr || at < base || n > size_ || at - base > size_ - n) return 0;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (at + page - 1) / page * page;
+  const uintptr_t end = (at + n) / page * page;
+  if (end <= begin) return 0;
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+  return end - begin;
+}
+
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -30,6 +30,11 @@ class MappedFile {
 
   // Hints the kernel to read the whole mapping ahead (weights about to be uploaded).
   void advise_sequential() const;
+  // Drops the whole pages inside [p, p + n) from this process's resident set (MADV_DONTNEED:
+  // the mapping is read-only, so its pages are clean and a later touch reads them in again).
+  // Returns the bytes dropped: 0 when the range is not inside this mapping, holds no whole
+  // page, or the kernel refused.
+  std::size_t drop_pages(const void* p, std::size_t n) const;
 
  private:
   void reset();

@@ -28,9 +28,9 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
   add_cpu_bf16_dot_flag(cmd, args.cpu_bf16_dot);
   cmd->add_option("--batch-invariant,--cpu-batch-invariant", args.batch_invariant,
                   "A request's tokens do not depend on what shares its batch. CPU, 4/8-bit "
-                  "models with --cpu-int8-dot on: decode in the prefill GEMM's order from a "
-                  "row-interleaved copy of the codes. CUDA, bf16 models: fixed 64-row GEMM "
-                  "blocks and one attention kernel (slower; quantized models refused)")
+                  "models with --cpu-int8-dot on: codes re-laid out by 16 rows, decode in the "
+                  "prefill GEMM's order. CUDA, bf16 models: fixed 64-row GEMM blocks and one "
+                  "attention kernel (slower; quantized models refused)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
 }

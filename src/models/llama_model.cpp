@@ -281,7 +281,22 @@ Status LlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
   return ok_status();
 }
 
-Status prepare_rows16(LlamaWeights& weights) {
+Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
+  // After its rows16 copies are built int8_linear reads nothing else of a matrix, so the
+  // row-major codes, scales and biases are released at once (one matrix's worth resident at a
+  // time): an owned aligned copy is freed, a tensor in the file mapping loses its whole pages.
+  // A tied head keeps them: the embedding gather reads token rows from them.
+  auto release = [&](const void*& p, std::size_t bytes) {
+    auto owned = std::find_if(weights.owned.begin(), weights.owned.end(),
+                              [&](const Buffer& b) { return b.data() == p; });
+    if (owned != weights.owned.end()) {
+      weights.owned.erase(owned);
+      weights.released_bytes += bytes;
+    } else {
+      weights.released_bytes += store.drop_pages(p, bytes);
+    }
+    p = nullptr;
+  };
   auto prepare = [&](kernels::WeightMatrix& w) -> Status {
     if (!cpu::rows16_wanted(w)) return ok_status();
     const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
@@ -296,6 +311,13 @@ Status prepare_rows16(LlamaWeights& weights) {
     weights.owned.push_back(std::move(codes));
     weights.owned.push_back(std::move(scales));
     weights.owned.push_back(std::move(biases));
+    if (w.data != weights.embed.data) {
+      const std::size_t side =
+          static_cast<std::size_t>(w.rows * (w.cols / w.group_size)) * dtype_size(w.scale_dtype);
+      release(w.data, static_cast<std::size_t>(w.rows * w.cols * w.bits / 8));
+      release(w.scales, side);
+      release(w.biases, side);
+    }
     return ok_status();
   };
   for (LlamaLayer& l : weights.layers) {
@@ -314,7 +336,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
   auto weights = load_llama_weights(config, *store);
   if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
   if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && options.batch_invariant) {
-    HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights));
+    HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights, *store));
   }
   return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
       std::move(config), std::move(store).value(), std::move(weights).value(), options));

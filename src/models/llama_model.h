@@ -35,17 +35,22 @@ struct LlamaWeights {
   kernels::WeightMatrix lm_head;  // [vocab, hidden] (the embedding when tied)
   std::vector<float> final_norm;  // [hidden]
   std::vector<LlamaLayer> layers;
-  std::vector<Buffer> owned;     // aligned copies of tensors the file left misaligned, and rows16
-  std::size_t rows16_bytes = 0;  // the CPU int8 path's interleaved copies (prepare_rows16)
+  std::vector<Buffer> owned;  // aligned copies of tensors the file left misaligned, and rows16
+  // prepare_rows16: bytes of the interleaved copies, and of the row-major tensors it released
+  // (freed copies, or file pages no longer resident).
+  std::size_t rows16_bytes = 0;
+  std::size_t released_bytes = 0;
 };
 
 // Resolves and validates every tensor the config calls for (names, dtypes, shapes,
 // quantization specs); errors name the tensor.
 Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightStore& store);
 
-// For the CPU int8 path: every quantized linear (and the head) also in the batch-invariant decode
-// layout (kernels/cpu/int8_dot.h, interleave_rows16), its buffers kept in weights.owned.
-Status prepare_rows16(LlamaWeights& weights);
+// For the CPU int8 path: every quantized linear (and the head) in the batch-invariant layout
+// (kernels/cpu/int8_dot.h, interleave_rows16), its buffers kept in weights.owned; the
+// row-major codes, scales and biases are then released (null; freed, or their pages in
+// `store`'s mappings dropped), except a tied head's, which the embedding reads.
+Status prepare_rows16(LlamaWeights& weights, const WeightStore& store);
 
 class LlamaModel : public Model {
  public:
@@ -59,7 +64,11 @@ class LlamaModel : public Model {
   std::size_t kv_bytes_per_block(int block_size) const override;
   Status copy_kv_block(int src, int dst) override;
   Status forward(const ForwardBatch& batch, std::span<float> logits) override;
-  std::size_t weight_bytes() const override { return store_.total_bytes() + weights_.rows16_bytes; }
+  // Resident weights: the files (or their aligned copies), less what prepare_rows16 released,
+  // plus its interleaved copies.
+  std::size_t weight_bytes() const override {
+    return store_.total_bytes() - weights_.released_bytes + weights_.rows16_bytes;
+  }
   std::string describe() const override;
 
  private:

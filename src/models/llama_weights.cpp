@@ -12,11 +12,13 @@ bool aligned_for(const void* p, DType dtype) {
   return reinterpret_cast<uintptr_t>(p) % dtype_size(dtype) == 0;
 }
 
-// The tensor's data, copied into an aligned Buffer when the file left it misaligned.
-Result<const void*> aligned_data(const TensorView& t, LlamaWeights& w) {
+// The tensor's data, copied into an aligned Buffer when the file left it misaligned (the
+// copy is then what is read, so the file's pages it was read from are dropped again).
+Result<const void*> aligned_data(const WeightStore& store, const TensorView& t, LlamaWeights& w) {
   if (aligned_for(t.data, t.dtype)) return t.data;
   HEARTH_ASSIGN_OR_RETURN(Buffer b, Buffer::allocate(t.nbytes()));
   std::memcpy(b.data(), t.data, t.nbytes());
+  store.drop_pages(t.data, t.nbytes());
   w.owned.push_back(std::move(b));
   return static_cast<const void*>(w.owned.back().data());
 }
@@ -74,7 +76,7 @@ Result<kernels::WeightMatrix> load_matrix(const ModelConfig& config, const Weigh
                          t.shape.to_string(), rows, cols);
     }
     m.dtype = t.dtype;
-    HEARTH_ASSIGN_OR_RETURN(m.data, aligned_data(t, w));
+    HEARTH_ASSIGN_OR_RETURN(m.data, aligned_data(store, t, w));
     return m;
   }
   const QuantSpec spec = config.quantization.for_module(module);
@@ -105,9 +107,9 @@ Result<kernels::WeightMatrix> load_matrix(const ModelConfig& config, const Weigh
   m.bits = spec.bits;
   m.group_size = spec.group_size;
   m.scale_dtype = scales.dtype;
-  HEARTH_ASSIGN_OR_RETURN(m.data, aligned_data(t, w));
-  HEARTH_ASSIGN_OR_RETURN(m.scales, aligned_data(scales, w));
-  HEARTH_ASSIGN_OR_RETURN(m.biases, aligned_data(biases, w));
+  HEARTH_ASSIGN_OR_RETURN(m.data, aligned_data(store, t, w));
+  HEARTH_ASSIGN_OR_RETURN(m.scales, aligned_data(store, scales, w));
+  HEARTH_ASSIGN_OR_RETURN(m.biases, aligned_data(store, biases, w));
   return m;
 }
 

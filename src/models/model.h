@@ -63,9 +63,10 @@ struct LoadOptions {
   // turns it on by default.
   bool cpu_int8_dot = false;
   // A row's output does not depend on what else its step holds (--batch-invariant).
-  // kCpu with cpu_int8_dot: quantized linears also get a copy of their codes interleaved by 16
-  // rows (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads it in the
-  // prefill GEMM's summation order (f32 compute is invariant already). kCuda:
+  // kCpu with cpu_int8_dot: quantized linears get their codes interleaved by 16 rows
+  // (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads them in the
+  // prefill GEMM's summation order (f32 compute is invariant already). The row-major
+  // originals are released, except a tied embedding's (the gather reads them). kCuda:
   // CudaLoadOptions::batch_invariant (bf16 models only).
   bool batch_invariant = false;
   // kCpu: bf16 weights in prefill (batches over 4 rows) multiply activations rounded to bf16

@@ -206,4 +206,11 @@ std::size_t WeightStore::total_bytes() const {
   return total;
 }
 
+std::size_t WeightStore::drop_pages(const void* p, std::size_t n) const {
+  for (const auto& f : files_) {
+    if (const std::size_t dropped = f.drop_pages(p, n); dropped > 0) return dropped;
+  }
+  return 0;
+}
+
 }  // namespace hearth

@@ -47,6 +47,8 @@ class WeightStore {
   Result<TensorView> get(const std::string& name) const;
   std::vector<std::string> names() const;
   std::size_t total_bytes() const;
+  // MappedFile::drop_pages on the file whose mapping holds [p, p + n); 0 when none does.
+  std::size_t drop_pages(const void* p, std::size_t n) const;
 
  private:
   Status add_file(const std::string& path);

@@ -1,6 +1,7 @@
 #include "base/mapped_file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,28 @@ TEST(MappedFile, MapsContents) {
   MappedFile moved = std::move(file.value());
   EXPECT_EQ(moved.size(), 13u);
   EXPECT_EQ(file->size(), 0u);
+  std::filesystem::remove(path);
+}
+
+// Only whole pages inside the range are dropped, and the bytes read the same afterwards.
+TEST(MappedFile, DropPagesTakesWholePagesInside) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::string path = temp_path("pages.bin");
+  std::string bytes(3 * page, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+  }
+  auto file = MappedFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const std::uint8_t* d = file->data();
+  EXPECT_EQ(file->drop_pages(d + 100, 3 * page - 200), page);
+  EXPECT_EQ(file->drop_pages(d + 1, page), 0u);         // no whole page inside
+  EXPECT_EQ(file->drop_pages(d + page, 3 * page), 0u);  // runs past the mapping
+  EXPECT_EQ(file->drop_pages(bytes.data(), page), 0u);  // not in the mapping
+  EXPECT_EQ(file->drop_pages(d, 3 * page), 3 * page);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(d), file->size()), bytes);
   std::filesystem::remove(path);
 }
 

@@ -79,9 +79,10 @@ void check_variant(Model& model, const json& g, const std::string& name, double 
 }
 
 std::unique_ptr<Model> load(const std::string& dir, KernelKind kernels = KernelKind::kCpu,
-                            bool cpu_int8_dot = false) {
+                            bool cpu_int8_dot = false, bool batch_invariant = false) {
   LoadOptions options{2, kernels};
   options.cpu_int8_dot = cpu_int8_dot;
+  options.batch_invariant = batch_invariant;
   auto model = load_model(dir, options);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   return model.ok() ? std::move(model).value() : nullptr;
@@ -190,6 +191,11 @@ TEST_P(QuantizedParity, HearthQuantizerMatchesTransformersOnDequantizedWeights) 
   auto int8_model = load(dir, KernelKind::kCpu, true);
   ASSERT_NE(int8_model, nullptr);
   check_int8_variant(*int8_model, *model, g, GetParam());
+  // --batch-invariant on: every quantized linear reads only its rows16 copy (the row-major
+  // codes are released: data null, so a stray read would fault), tied heads included.
+  auto invariant_model = load(dir, KernelKind::kCpu, true, true);
+  ASSERT_NE(invariant_model, nullptr);
+  check_int8_variant(*invariant_model, *model, g, GetParam() + " batch-invariant");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizedParity,

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/vec_math.h"
@@ -109,11 +110,12 @@ constexpr int64_t kNearBytes = 4096;
 constexpr int64_t kFarBytes = 16384;
 // Below this many multiply-adds a decode call runs on the calling thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
-// GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows;
-// a block's codes, <= 48 x 8 KiB, stay in L2 while every activation tile passes), activation
-// rows per tile (a [cols, 32] tile is <= 256 KiB for 8192 columns).
+// GEMM blocking: weight rows per micro-tile, weight rows per block (a multiple of kTileRows and
+// of the rows16 layout's 16; a block's codes, <= 48 x 8 KiB, stay in L2 while every activation
+// tile passes), activation rows per tile (a [cols, 32] tile is <= 256 KiB for 8192 columns).
 constexpr int kTileRows = 6;
 constexpr int64_t kBlockRows = 48;
+static_assert(kBlockRows % kTileRows == 0 && kBlockRows % 16 == 0);
 constexpr int64_t kActTile = 32;
 
 // One side tensor (scales or biases) of a quantized matrix: lanes [at, at + 16) under mask k
@@ -748,13 +750,14 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
 // ---- prefill: register-tiled GEMM ----
 
 // y[l * y_stride + j] = Σ_g s_jg · d_lg · Σ(q·xq) + b_jg · sum_lg over all groups, for R weight
-// rows and 16 V activation rows of one tile: codes of row j at w + j * w_stride (u8, 4-bit in
-// permute order); xt is the tile's activations as [cols / 4, kActTile, 4] int8, so one vector
+// rows and 16 V activation rows of one tile: 32-bit word k of row j's codes at w + j * w_stride
+// + k * WordBytes (u8, 4-bit in permute order; WordBytes 4: row-major, 64: the rows16 layout,
+// w_stride 4); xt is the tile's activations as [cols / 4, kActTile, 4] int8, so one vector
 // is 16 rows x 4 columns and one broadcast 32-bit word of a weight row meets it in
 // `vpdpbusd`; ds / gs: [groups, ds_stride] activation scales and sums from the tile's first
 // row; ws / wb: [R, groups] weight scales and biases. Steps = group / 4 (0: `group` at run
 // time). Results go to out [R, kActTile] (weight row major, contiguous vector stores).
-template <int R, int V, int Steps>
+template <int R, int V, int Steps, int WordBytes>
 void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, const int8_t* xt,
                const float* ds, const float* gs, int64_t ds_stride, const float* ws,
                const float* wb, float* out) {
@@ -769,13 +772,13 @@ void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, co
       for (int v = 0; v < V; ++v) dp[j][v] = _mm512_setzero_si512();
     }
     const int8_t* xg = xt + g * steps * kActTile * 4;
-    const uint8_t* wg = w + g * steps * 4;
+    const uint8_t* wg = w + g * steps * WordBytes;
     for (int kk = 0; kk < steps; ++kk) {
       __m512i xv[V];
       for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_si512(xg + (kk * kActTile + 16 * v) * 4);
       for (int j = 0; j < R; ++j) {
         int32_t word;
-        std::memcpy(&word, wg + j * w_stride + kk * 4, 4);
+        std::memcpy(&word, wg + j * w_stride + kk * WordBytes, 4);
         const __m512i wv = _mm512_set1_epi32(word);
         for (int v = 0; v < V; ++v) dp[j][v] = dpbusd(dp[j][v], wv, xv[v]);
       }
@@ -796,53 +799,148 @@ void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, co
 }
 
 // Weight rows [0, rows) of one block against one activation tile: kTileRows rows per step,
-// then 4, 2 and 1; out [rows, kActTile].
-template <int V, int Steps>
+// then 4, 2 and 1; out [rows, kActTile]. WordBytes 4: row r's codes at w + r * w_stride.
+// WordBytes 64 (the rows16 layout): 16-row blocks of w_stride bytes, row r's words from
+// w + (r / 16) * w_stride + (r % 16) * 4, each 16 rows as tiles of 6, 6 and 4 so that no tile
+// leaves its block. Each output's arithmetic is the same in any tile, so the bits are too.
+template <int V, int Steps, int WordBytes>
 void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups, int group,
                const int8_t* xt, const float* ds, const float* gs, int64_t ds_stride,
                const float* ws, const float* wb, float* out) {
   int64_t r = 0;
   auto run = [&]<int R>() {
-    gemm_tile<R, V, Steps>(w + r * w_stride, w_stride, groups, group, xt, ds, gs, ds_stride,
-                           ws + r * groups, wb + r * groups, out + r * kActTile);
+    const uint8_t* wr = WordBytes == 4 ? w + r * w_stride : w + r / 16 * w_stride + r % 16 * 4;
+    gemm_tile<R, V, Steps, WordBytes>(wr, WordBytes == 4 ? w_stride : 4, groups, group, xt, ds, gs,
+                                      ds_stride, ws + r * groups, wb + r * groups,
+                                      out + r * kActTile);
     r += R;
   };
+  if constexpr (WordBytes == 64) {
+    static_assert(kTileRows == 6);
+    for (; r + 16 <= rows;) {
+      run.template operator()<6>();
+      run.template operator()<6>();
+      run.template operator()<4>();
+    }
+  }
   while (r + kTileRows <= rows) run.template operator()<kTileRows>();
   while (r + 4 <= rows) run.template operator()<4>();
   while (r + 2 <= rows) run.template operator()<2>();
   while (r < rows) run.template operator()<1>();
 }
 
-template <int V>
+template <int V, int WordBytes>
 void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups, int group,
                const int8_t* xt, const float* ds, const float* gs, int64_t ds_stride,
                const float* ws, const float* wb, float* out) {
+  auto rows_of = [&]<int Steps>() {
+    gemm_rows<V, Steps, WordBytes>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb,
+                                   out);
+  };
   switch (group) {
     case 32:
-      return gemm_rows<V, 8>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, out);
+      return rows_of.template operator()<8>();
     case 64:
-      return gemm_rows<V, 16>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, out);
+      return rows_of.template operator()<16>();
     case 128:
-      return gemm_rows<V, 32>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, out);
+      return rows_of.template operator()<32>();
     default:
-      return gemm_rows<V, 0>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, out);
+      return rows_of.template operator()<0>();
   }
 }
 
-// Rows [r0, r1) of a 4-bit matrix unpacked to bytes in permute order with `chunk`-column
-// chunks: out [r1 - r0, cols].
-void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int chunk, uint8_t* out) {
+// One row of 4-bit codes (packed at src, cols / 2 bytes) unpacked to bytes in permute order
+// with `chunk`-column chunks (64, or 32 for 32-column groups): out [cols].
+void unpack4_row(const uint8_t* src, int64_t cols, int chunk, uint8_t* out) {
+  int64_t c = 0;
+  if (chunk == 64) {
+    for (; c + 64 <= cols; c += 64) _mm512_storeu_si512(out + c, load_codes64<4>(src, c));
+  }
+  for (; c + 32 <= cols; c += 32) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), load_codes32<4>(src, c));
+  }
+}
+
+// The GEMM's panel for 4-bit weight rows [r0, r0 + n) (r0 a multiple of 16, n <= kBlockRows)
+// read from the rows16 layout: the bytes unpack4_row gives from the row-major codes, so the
+// GEMM's output does not depend on which copy it reads. Each 16 x 16 tile of 32-bit words is
+// one transpose16 (interleave_rows16 in reverse), a row's 128 columns then unpacked in
+// registers; a row's last words (under 16) come through a zero-padded tile and unpack4_row.
+// panel [n rounded up to 16, cols]; rows past the matrix's end get the layout's zeros.
+void rows16_panel(const WeightMatrix& w, int64_t r0, int64_t n, int chunk, uint8_t* panel) {
   const int64_t row_bytes = w.cols / 2;
-  const auto* bytes = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* src = bytes + r * row_bytes;
-    uint8_t* o = out + (r - r0) * w.cols;
-    int64_t c = 0;
-    if (chunk == 64) {
-      for (; c + 64 <= w.cols; c += 64) _mm512_storeu_si512(o + c, load_codes64<4>(src, c));
+  const int64_t quads = row_bytes / 4;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  // unpack4_row's order for 128 columns from their [low | high] nibble vectors, in 128-bit
+  // lanes: chunk 64 [lo0 lo1 hi0 hi1][lo2 lo3 hi2 hi3], chunk 32 [lo0 hi0 lo1 hi1][lo2 hi2 ..].
+  const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+  const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+  for (int64_t s = 0; s < n; s += 16) {
+    const uint8_t* src = static_cast<const uint8_t*>(w.rows16) + (r0 + s) * row_bytes;
+    uint8_t* dst = panel + s * w.cols;
+    for (int64_t k0 = 0; k0 < quads; k0 += 16) {
+      const int64_t words = std::min<int64_t>(16, quads - k0);
+      __m512 t[16];
+      for (int q = 0; q < 16; ++q) {
+        t[q] = q < words ? _mm512_loadu_ps(src + (k0 + q) * 64) : _mm512_setzero_ps();
+      }
+      transpose16(t);
+      for (int l = 0; l < 16; ++l) {
+        uint8_t* o = dst + l * w.cols + k0 * 8;
+        if (words < 16) {
+          alignas(64) uint8_t packed[64];
+          _mm512_store_ps(packed, t[l]);
+          unpack4_row(packed, words * 8, chunk, o);
+          continue;
+        }
+        const __m512i row = _mm512_castps_si512(t[l]);
+        const __m512i lo = _mm512_and_si512(row, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(row, 4), low);
+        if (chunk == 64) {
+          _mm512_storeu_si512(o, _mm512_shuffle_i64x2(lo, hi, 0x44));
+          _mm512_storeu_si512(o + 64, _mm512_shuffle_i64x2(lo, hi, 0xee));
+        } else {
+          _mm512_storeu_si512(o, _mm512_permutex2var_epi64(lo, first, hi));
+          _mm512_storeu_si512(o + 64, _mm512_permutex2var_epi64(lo, second, hi));
+        }
+      }
     }
-    for (; c + 32 <= w.cols; c += 32) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), load_codes32<4>(src, c));
+  }
+}
+
+// Scales and biases of weight rows [r0, r0 + n) as f32: ws / wb [n, groups] (rows16: [n rounded
+// up to 16, groups], from the interleaved copies through transpose16).
+void block_sides(const WeightMatrix& w, int64_t r0, int64_t n, float* ws, float* wb) {
+  const int64_t groups = w.cols / w.group_size;
+  if (w.rows16 != nullptr) {
+    for (int64_t s = 0; s < n; s += 16) {
+      const int64_t blk = (r0 + s) / 16;
+      for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+        const int64_t count = std::min<int64_t>(16, groups - g0);
+        for (auto [side, out] : {std::pair{w.rows16_scales, ws}, std::pair{w.rows16_biases, wb}}) {
+          __m512 t[16];  // t[q]: group g0 + q of the block's 16 rows
+          for (int q = 0; q < 16; ++q) {
+            t[q] = q < count
+                       ? load_side16(side, w.scale_dtype, (blk * groups + g0 + q) * 16, 0xffff)
+                       : _mm512_setzero_ps();
+          }
+          transpose16(t);
+          for (int l = 0; l < 16; ++l) {
+            _mm512_mask_storeu_ps(out + (s + l) * groups + g0, lanes_mask(count), t[l]);
+          }
+        }
+      }
+    }
+    return;
+  }
+  for (int64_t r = r0; r < r0 + n; ++r) {
+    for (int64_t g = 0; g < groups; g += 16) {
+      const __mmask16 k = lanes_mask(groups - g);
+      const int64_t at = r * groups + g;
+      _mm512_mask_storeu_ps(ws + (r - r0) * groups + g, k,
+                            load_side16(w.scales, w.scale_dtype, at, k));
+      _mm512_mask_storeu_ps(wb + (r - r0) * groups + g, k,
+                            load_side16(w.biases, w.scale_dtype, at, k));
     }
   }
 }
@@ -850,7 +948,9 @@ void unpack4(const WeightMatrix& w, int64_t r0, int64_t r1, int chunk, uint8_t* 
 // Prefill: activations quantized once into tiles of kActTile rows; each thread takes blocks of
 // kBlockRows weight rows (scales converted and 4-bit codes unpacked once per block, kept in
 // L2) and runs every activation tile against them over the whole depth, so each output is
-// stored once.
+// stored once. With w.rows16 the block's codes come from that copy (4-bit: rows16_panel, the
+// same panel bytes; 8-bit: read in place, the same words), so the output is bitwise the same
+// and w.data is not read.
 void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   const int group = w.group_size;
   const int64_t cols = w.cols;
@@ -904,8 +1004,9 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
     }
   });
   const int64_t row_bytes = cols * w.bits / 8;
-  const auto* bytes = static_cast<const uint8_t*>(w.data);
-  ctx.pool.parallel_for(w.rows, kTileRows, [&](int64_t a, int64_t b) {
+  const bool rows16 = w.rows16 != nullptr;
+  // With rows16, chunks of whole blocks, so that each block starts at a multiple of 16 rows.
+  ctx.pool.parallel_for(w.rows, rows16 ? kBlockRows : kTileRows, [&](int64_t a, int64_t b) {
     thread_local std::vector<uint8_t> panel;  // 4-bit: [kBlockRows, cols] unpacked codes
     thread_local std::vector<float> ws, wb;   // [kBlockRows, groups]
     alignas(64) float out[kBlockRows * kActTile];
@@ -914,32 +1015,38 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
     if (w.bits == 4) panel.resize(static_cast<std::size_t>(kBlockRows * cols));
     for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
       const int64_t r1 = std::min(b, r0 + kBlockRows);
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t g = 0; g < groups; g += 16) {
-          const __mmask16 k = lanes_mask(groups - g);
-          const int64_t at = r * groups + g;
-          _mm512_mask_storeu_ps(ws.data() + (r - r0) * groups + g, k,
-                                load_side16(w.scales, w.scale_dtype, at, k));
-          _mm512_mask_storeu_ps(wb.data() + (r - r0) * groups + g, k,
-                                load_side16(w.biases, w.scale_dtype, at, k));
+      block_sides(w, r0, r1 - r0, ws.data(), wb.data());
+      // The block's codes as gemm_rows reads them: a row-major panel (4-bit), w.data (8-bit),
+      // or 8-bit in place in the rows16 layout (16-row blocks of 16 * row_bytes).
+      const uint8_t* codes = panel.data();
+      int64_t stride = cols;
+      bool interleaved = false;
+      if (w.bits == 4 && rows16) {
+        rows16_panel(w, r0, r1 - r0, chunk, panel.data());
+      } else if (w.bits == 4) {
+        for (int64_t r = r0; r < r1; ++r) {
+          unpack4_row(static_cast<const uint8_t*>(w.data) + r * row_bytes, cols, chunk,
+                      panel.data() + (r - r0) * cols);
         }
-      }
-      const uint8_t* codes = bytes + r0 * row_bytes;
-      int64_t stride = row_bytes;
-      if (w.bits == 4) {
-        unpack4(w, r0, r1, chunk, panel.data());
-        codes = panel.data();
-        stride = cols;
+      } else if (rows16) {
+        codes = static_cast<const uint8_t*>(w.rows16) + r0 * row_bytes;
+        stride = 16 * row_bytes;
+        interleaved = true;
+      } else {
+        codes = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
+        stride = row_bytes;
       }
       for (int64_t i0 = 0; i0 < m; i0 += kActTile) {
         const int64_t valid = std::min(kActTile, m - i0);
         const int8_t* xtile = xtp + (i0 / kActTile) * words * kActTile * 4;
+        auto tile = [&]<int V, int WordBytes>() {
+          gemm_rows<V, WordBytes>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0,
+                                  mp, ws.data(), wb.data(), out);
+        };
         if (valid > 16) {
-          gemm_rows<2>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0, mp,
-                       ws.data(), wb.data(), out);
+          interleaved ? tile.template operator()<2, 64>() : tile.template operator()<2, 4>();
         } else {
-          gemm_rows<1>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0, mp,
-                       ws.data(), wb.data(), out);
+          interleaved ? tile.template operator()<1, 64>() : tile.template operator()<1, 4>();
         }
         // out [rows of the block, kActTile] -> y rows i0.., columns r0..r1: 16 x 16 blocks
         // transposed in registers, then contiguous runs of 16.

@@ -26,7 +26,9 @@ bool int8_dot_supported(const WeightMatrix& w);
 // scales and biases [ceil(rows / 16), groups, 16] in w.scale_dtype (rows past the end zero).
 // With it, int8_linear's decode (1-4 rows) runs the prefill GEMM's per-output sequence with
 // weight rows in lanes, so a row's result is the same bits at every batch size; without it
-// the decode kernels sum in their own order.
+// the decode kernels sum in their own order. The GEMM (5+ rows) reads it too (the same bits as
+// from w.data), so once it is built int8_linear never reads w.data, w.scales or w.biases: the
+// caller may release them.
 bool rows16_wanted(const WeightMatrix& w);  // int8_dot_supported(w)
 struct Rows16Bytes {
   std::size_t codes = 0;

@@ -43,32 +43,68 @@ std::vector<float> random_vec(int64_t n, uint64_t seed, float scale) {
   return v;
 }
 
+// A case's weights quantized (quantize_affine), with its side tensors in the case's dtype as a
+// model stores them; w points into the storage, so a Quantized stays where it is built.
+struct Quantized {
+  explicit Quantized(const Case& c) {
+    auto wf = random_vec(c.rows * c.cols, 11, 0.05f);
+    auto made = quantize_affine(wf.data(), c.rows, c.cols, QuantSpec{c.bits, c.group});
+    EXPECT_TRUE(made.ok());
+    if (!made.ok()) return;
+    q = std::move(*made);
+    s16.resize(q.scales.size());
+    b16.resize(q.biases.size());
+    for (std::size_t i = 0; i < s16.size(); ++i) {
+      const bool bf = c.scale_dtype == DType::kBF16;
+      s16[i] = bf ? f32_to_bf16(q.scales[i]) : f32_to_f16(q.scales[i]);
+      b16[i] = bf ? f32_to_bf16(q.biases[i]) : f32_to_f16(q.biases[i]);
+    }
+    w = WeightMatrix{DType::kU32, c.rows, c.cols, q.packed.data()};
+    w.bits = c.bits;
+    w.group_size = c.group;
+    w.scale_dtype = c.scale_dtype;
+    w.scales =
+        c.scale_dtype == DType::kF32 ? static_cast<const void*>(q.scales.data()) : s16.data();
+    w.biases =
+        c.scale_dtype == DType::kF32 ? static_cast<const void*>(q.biases.data()) : b16.data();
+  }
+  Quantized(const Quantized&) = delete;
+  Quantized& operator=(const Quantized&) = delete;
+
+  // w with the rows16 layout (interleave_rows16) and no row-major codes, scales or biases
+  // (null), as a model holds it after releasing them.
+  WeightMatrix with_rows16() {
+    const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
+    codes16.assign(bytes.codes, 0);
+    scales16.assign(bytes.side, 0);
+    biases16.assign(bytes.side, 0);
+    cpu::interleave_rows16(w, codes16.data(), scales16.data(), biases16.data());
+    WeightMatrix w16 = w;
+    w16.data = w16.scales = w16.biases = nullptr;
+    w16.rows16 = codes16.data();
+    w16.rows16_scales = scales16.data();
+    w16.rows16_biases = biases16.data();
+    return w16;
+  }
+
+  QuantizedMatrix q;
+  std::vector<uint16_t> s16, b16;
+  std::vector<uint8_t> codes16, scales16, biases16;
+  WeightMatrix w;
+};
+
 class Int8DotTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
   if (!cpu::int8_dot_available()) GTEST_SKIP() << "no AVX512-VNNI int8 kernels on this CPU/build";
   const Case c = GetParam();
   const int64_t groups = c.cols / c.group;
-  auto wf = random_vec(c.rows * c.cols, 11, 0.05f);
   auto x = random_vec(c.m * c.cols, 12, 1.0f);
   // A row of zeros and a group of one large outlier: the degenerate scales.
   if (c.m >= 3) std::fill(x.end() - c.cols, x.end(), 0.0f);
   if (c.m >= 2) x[c.cols + 3] = 40.0f;
-  auto q = quantize_affine(wf.data(), c.rows, c.cols, QuantSpec{c.bits, c.group});
-  ASSERT_TRUE(q.ok());
-  // Side tensors in the case's dtype, as a model stores them.
-  std::vector<uint16_t> s16(q->scales.size()), b16(q->biases.size());
-  for (std::size_t i = 0; i < s16.size(); ++i) {
-    const bool bf = c.scale_dtype == DType::kBF16;
-    s16[i] = bf ? f32_to_bf16(q->scales[i]) : f32_to_f16(q->scales[i]);
-    b16[i] = bf ? f32_to_bf16(q->biases[i]) : f32_to_f16(q->biases[i]);
-  }
-  WeightMatrix w{DType::kU32, c.rows, c.cols, q->packed.data()};
-  w.bits = c.bits;
-  w.group_size = c.group;
-  w.scale_dtype = c.scale_dtype;
-  w.scales = c.scale_dtype == DType::kF32 ? static_cast<const void*>(q->scales.data()) : s16.data();
-  w.biases = c.scale_dtype == DType::kF32 ? static_cast<const void*>(q->biases.data()) : b16.data();
+  Quantized qm(c);
+  const WeightMatrix& w = qm.w;
   ASSERT_TRUE(cpu::int8_dot_supported(w));
 
   // Activations quantized by a scalar loop: per group d = max|x| / 127, xq = round(x / d).
@@ -95,7 +131,7 @@ TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
   for (int pass = 0; pass < 2; ++pass) cpu::linear(ctx, w, x.data(), c.m, got.data());
 
   const int per_word = 32 / c.bits;
-  const auto* words = q->packed.data();
+  const auto* words = qm.q.packed.data();
   for (int64_t r = 0; r < c.rows; ++r) {
     ref::weight_row(w, r, wrow.data());
     for (int64_t i = 0; i < c.m; ++i) {
@@ -124,13 +160,7 @@ TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
 
   // The batch-invariant decode (rows16): 1-4 activation rows give the same bits as the
   // prefill GEMM gives those rows inside a batch of 8.
-  const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
-  std::vector<uint8_t> codes(bytes.codes), s16r(bytes.side), b16r(bytes.side);
-  cpu::interleave_rows16(w, codes.data(), s16r.data(), b16r.data());
-  WeightMatrix w16 = w;
-  w16.rows16 = codes.data();
-  w16.rows16_scales = s16r.data();
-  w16.rows16_biases = b16r.data();
+  const WeightMatrix w16 = qm.with_rows16();
   constexpr int64_t kBatch = 8;
   std::vector<float> xb(static_cast<std::size_t>(kBatch * c.cols));
   for (int64_t i = 0; i < kBatch; ++i) {
@@ -145,6 +175,32 @@ TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
       ASSERT_EQ(std::memcmp(&alone[k], &batch[k], sizeof(float)), 0)
           << "m " << m << " row " << k % c.rows << " act row " << k / c.rows << ": " << alone[k]
           << " vs " << batch[k];
+    }
+  }
+}
+
+// The prefill GEMM (5+ rows) from the rows16 layout gives the same bits as from the row-major
+// codes (so a model may drop those): every case at its own batch when that takes the GEMM,
+// else at 5 and 37 rows (one partial activation tile; a full one and a partial one).
+TEST_P(Int8DotTest, GemmFromRows16IsBitwiseTheSame) {
+  if (!cpu::int8_dot_available()) GTEST_SKIP() << "no AVX512-VNNI int8 kernels on this CPU/build";
+  const Case c = GetParam();
+  Quantized qm(c);
+  const WeightMatrix w16 = qm.with_rows16();
+  cpu::CpuContext ctx(2);
+  ctx.int8_dot = true;
+  std::vector<int64_t> batches = {5, 37};
+  if (c.m > 4) batches = {c.m};
+  for (int64_t m : batches) {
+    const auto x = random_vec(m * c.cols, 13, 1.0f);
+    std::vector<float> plain(static_cast<std::size_t>(m * c.rows), NAN);
+    std::vector<float> from16(plain.size(), NAN);
+    cpu::linear(ctx, qm.w, x.data(), m, plain.data());
+    cpu::linear(ctx, w16, x.data(), m, from16.data());
+    for (int64_t k = 0; k < m * c.rows; ++k) {
+      ASSERT_EQ(std::memcmp(&plain[k], &from16[k], sizeof(float)), 0)
+          << "m " << m << " row " << k % c.rows << " act row " << k / c.rows << ": " << plain[k]
+          << " vs " << from16[k];
     }
   }
 }
