@@ -30,8 +30,9 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
                   "A request's tokens do not depend on what shares its batch. CPU, 4/8-bit "
                   "models with --cpu-int8-dot on: codes re-laid out by 16 rows, decode in the "
                   "prefill GEMM's order. CUDA, bf16 models: fixed 64-row GEMM blocks and one "
-                  "attention kernel (slower; quantized models refused)")
-      ->check(CLI::IsMember({"on", "off"}))
+                  "attention kernel (slower; quantized models refused). auto: on for the CPU, "
+                  "off for CUDA")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
 }
 
@@ -82,11 +83,15 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
     return invalid_argument_error("--cpu-bf16-dot must be on or off, got '{}'", args.cpu_bf16_dot);
   }
   options.cpu_bf16_dot = args.cpu_bf16_dot == "on";
-  if (args.batch_invariant != "on" && args.batch_invariant != "off") {
-    return invalid_argument_error("--batch-invariant must be on or off, got '{}'",
+  if (args.batch_invariant != "auto" && args.batch_invariant != "on" &&
+      args.batch_invariant != "off") {
+    return invalid_argument_error("--batch-invariant must be auto, on or off, got '{}'",
                                   args.batch_invariant);
   }
-  options.batch_invariant = args.batch_invariant == "on";
+  // auto: on where it costs about nothing (the CPU: benchmarks/RESULTS.md, S21-C2), off where
+  // it costs speed (CUDA: batch-1 decode 0.84x, 256 concurrent 0.53x).
+  options.batch_invariant = args.batch_invariant == "on" ||
+                            (args.batch_invariant == "auto" && options.device == Device::kCpu);
   if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
     return invalid_argument_error("--memory-budget must be a finite number >= 0");
   }

@@ -23,7 +23,7 @@ struct DeviceArgs {
   double memory_budget_gb = 0;                    // decimal GB; 0 = no cap
   std::string cpu_int8_dot = kCpuInt8DotDefault;  // on | off
   std::string cpu_bf16_dot = kCpuBf16DotDefault;  // on | off
-  std::string batch_invariant = "off";            // on | off
+  std::string batch_invariant = "auto";           // auto | on | off
 };
 
 // Adds --device, --compiled-decode, --memory-budget, --cpu-int8-dot, --cpu-bf16-dot and

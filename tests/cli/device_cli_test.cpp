@@ -77,6 +77,25 @@ TEST(DeviceCli, BadChoicesAreUsageErrors) {
   EXPECT_EQ(alias.exit_code, 0) << alias.out;
 }
 
+// --batch-invariant auto (the default) is on for the CPU: the 8-bit starter's int8 path (where
+// the CPU has VNNI) says so in `levers`; off takes it away.
+TEST(DeviceCli, BatchInvariantAutoIsOnForTheCpu) {
+  const std::string starter = std::string(HEARTH_SOURCE_DIR) + "/models/starter";  // 8-bit
+  auto levers = [&](const std::string& flags) {
+    BinaryRun r = run_hearth("benchmark " + starter +
+                             " --device cpu --prompt-tokens 8 --tokens 2 --runs 1 --json" + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    if (r.exit_code != 0) return std::string();
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')))["levers"].get<std::string>();
+  };
+  const std::string by_default = levers("");
+  if (by_default.find("avx512-vnni") == std::string::npos) {
+    GTEST_SKIP() << "no int8 path on this CPU: " << by_default;
+  }
+  EXPECT_NE(by_default.find("batch-invariant"), std::string::npos) << by_default;
+  EXPECT_EQ(levers(" --batch-invariant off").find("batch-invariant"), std::string::npos);
+}
+
 TEST(DeviceCli, MemoryBudgetTooSmallFails) {
   BinaryRun r = run_hearth("benchmark " + kModel + " --device cpu --memory-budget 0.0001 --runs 1");
   EXPECT_EQ(r.exit_code, 1) << r.out;

@@ -594,6 +594,11 @@ void rows16_block(const WeightMatrix& w, int64_t blk, const int8_t* xq, const fl
       for (int k = 0; k < vecs; k += 2) {
         _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + kNearBytes), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + 64 + kNearBytes), _MM_HINT_T0);
+        // Also kFarBytes ahead into L2, as the batch-1 kernel does: at 2 threads on issue 4's
+        // host decode went 0.93-0.97x of the default path without it, 0.95-1.09x with it and
+        // the GEMM's panel (S21-C2).
+        _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + kFarBytes), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(wg + k * 64 + 64 + kFarBytes), _MM_HINT_T1);
         const __m512i w0 = _mm512_loadu_si512(wg + k * 64);
         const __m512i w1 = _mm512_loadu_si512(wg + k * 64 + 64);
         for (int i = 0; i < M; ++i) {
@@ -750,14 +755,13 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
 // ---- prefill: register-tiled GEMM ----
 
 // y[l * y_stride + j] = Σ_g s_jg · d_lg · Σ(q·xq) + b_jg · sum_lg over all groups, for R weight
-// rows and 16 V activation rows of one tile: 32-bit word k of row j's codes at w + j * w_stride
-// + k * WordBytes (u8, 4-bit in permute order; WordBytes 4: row-major, 64: the rows16 layout,
-// w_stride 4); xt is the tile's activations as [cols / 4, kActTile, 4] int8, so one vector
+// rows and 16 V activation rows of one tile: codes of row j at w + j * w_stride (u8, 4-bit in
+// permute order); xt is the tile's activations as [cols / 4, kActTile, 4] int8, so one vector
 // is 16 rows x 4 columns and one broadcast 32-bit word of a weight row meets it in
 // `vpdpbusd`; ds / gs: [groups, ds_stride] activation scales and sums from the tile's first
 // row; ws / wb: [R, groups] weight scales and biases. Steps = group / 4 (0: `group` at run
 // time). Results go to out [R, kActTile] (weight row major, contiguous vector stores).
-template <int R, int V, int Steps, int WordBytes>
+template <int R, int V, int Steps>
 void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, const int8_t* xt,
                const float* ds, const float* gs, int64_t ds_stride, const float* ws,
                const float* wb, float* out) {
@@ -772,13 +776,13 @@ void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, co
       for (int v = 0; v < V; ++v) dp[j][v] = _mm512_setzero_si512();
     }
     const int8_t* xg = xt + g * steps * kActTile * 4;
-    const uint8_t* wg = w + g * steps * WordBytes;
+    const uint8_t* wg = w + g * steps * 4;
     for (int kk = 0; kk < steps; ++kk) {
       __m512i xv[V];
       for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_si512(xg + (kk * kActTile + 16 * v) * 4);
       for (int j = 0; j < R; ++j) {
         int32_t word;
-        std::memcpy(&word, wg + j * w_stride + kk * WordBytes, 4);
+        std::memcpy(&word, wg + j * w_stride + kk * 4, 4);
         const __m512i wv = _mm512_set1_epi32(word);
         for (int v = 0; v < V; ++v) dp[j][v] = dpbusd(dp[j][v], wv, xv[v]);
       }
@@ -799,43 +803,29 @@ void gemm_tile(const uint8_t* w, int64_t w_stride, int64_t groups, int group, co
 }
 
 // Weight rows [0, rows) of one block against one activation tile: kTileRows rows per step,
-// then 4, 2 and 1; out [rows, kActTile]. WordBytes 4: row r's codes at w + r * w_stride.
-// WordBytes 64 (the rows16 layout): 16-row blocks of w_stride bytes, row r's words from
-// w + (r / 16) * w_stride + (r % 16) * 4, each 16 rows as tiles of 6, 6 and 4 so that no tile
-// leaves its block. Each output's arithmetic is the same in any tile, so the bits are too.
-template <int V, int Steps, int WordBytes>
+// then 4, 2 and 1; out [rows, kActTile].
+template <int V, int Steps>
 void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups, int group,
                const int8_t* xt, const float* ds, const float* gs, int64_t ds_stride,
                const float* ws, const float* wb, float* out) {
   int64_t r = 0;
   auto run = [&]<int R>() {
-    const uint8_t* wr = WordBytes == 4 ? w + r * w_stride : w + r / 16 * w_stride + r % 16 * 4;
-    gemm_tile<R, V, Steps, WordBytes>(wr, WordBytes == 4 ? w_stride : 4, groups, group, xt, ds, gs,
-                                      ds_stride, ws + r * groups, wb + r * groups,
-                                      out + r * kActTile);
+    gemm_tile<R, V, Steps>(w + r * w_stride, w_stride, groups, group, xt, ds, gs, ds_stride,
+                           ws + r * groups, wb + r * groups, out + r * kActTile);
     r += R;
   };
-  if constexpr (WordBytes == 64) {
-    static_assert(kTileRows == 6);
-    for (; r + 16 <= rows;) {
-      run.template operator()<6>();
-      run.template operator()<6>();
-      run.template operator()<4>();
-    }
-  }
   while (r + kTileRows <= rows) run.template operator()<kTileRows>();
   while (r + 4 <= rows) run.template operator()<4>();
   while (r + 2 <= rows) run.template operator()<2>();
   while (r < rows) run.template operator()<1>();
 }
 
-template <int V, int WordBytes>
+template <int V>
 void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups, int group,
                const int8_t* xt, const float* ds, const float* gs, int64_t ds_stride,
                const float* ws, const float* wb, float* out) {
   auto rows_of = [&]<int Steps>() {
-    gemm_rows<V, Steps, WordBytes>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb,
-                                   out);
+    gemm_rows<V, Steps>(w, w_stride, rows, groups, group, xt, ds, gs, ds_stride, ws, wb, out);
   };
   switch (group) {
     case 32:
@@ -846,6 +836,31 @@ void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups,
       return rows_of.template operator()<32>();
     default:
       return rows_of.template operator()<0>();
+  }
+}
+
+// The GEMM's panel for 8-bit weight rows [r0, r0 + n) (r0 a multiple of 16, n <= kBlockRows)
+// from the rows16 layout: each 16 x 16 tile of 32-bit words transposed back into 16 row-major
+// runs of 64 bytes (interleave_rows16 in reverse), so the panel holds the file's codes.
+// Reading the layout in place instead (tiles broadcasting from the interleaved words) lost
+// 8-bit prefill on issue 4's host at 2 threads (S21-C1/C2). panel [n rounded up to 16, cols].
+void rows16_panel8(const WeightMatrix& w, int64_t r0, int64_t n, uint8_t* panel) {
+  const int64_t row_bytes = w.cols;
+  const int64_t quads = row_bytes / 4;
+  for (int64_t s = 0; s < n; s += 16) {
+    const uint8_t* src = static_cast<const uint8_t*>(w.rows16) + (r0 + s) * row_bytes;
+    uint8_t* dst = panel + s * row_bytes;
+    for (int64_t k0 = 0; k0 < quads; k0 += 16) {
+      const int64_t words = std::min<int64_t>(16, quads - k0);
+      __m512 t[16];
+      for (int q = 0; q < 16; ++q) {
+        t[q] = q < words ? _mm512_loadu_ps(src + (k0 + q) * 64) : _mm512_setzero_ps();
+      }
+      transpose16(t);
+      for (int l = 0; l < 16; ++l) {
+        _mm512_mask_storeu_ps(dst + l * row_bytes + k0 * 4, lanes_mask(words), t[l]);
+      }
+    }
   }
 }
 
@@ -1007,20 +1022,19 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
   const bool rows16 = w.rows16 != nullptr;
   // With rows16, chunks of whole blocks, so that each block starts at a multiple of 16 rows.
   ctx.pool.parallel_for(w.rows, rows16 ? kBlockRows : kTileRows, [&](int64_t a, int64_t b) {
-    thread_local std::vector<uint8_t> panel;  // 4-bit: [kBlockRows, cols] unpacked codes
+    thread_local std::vector<uint8_t> panel;  // [kBlockRows, cols]: 4-bit unpacked, 8-bit rows16
     thread_local std::vector<float> ws, wb;   // [kBlockRows, groups]
     alignas(64) float out[kBlockRows * kActTile];
     ws.resize(static_cast<std::size_t>(kBlockRows * groups));
     wb.resize(ws.size());
-    if (w.bits == 4) panel.resize(static_cast<std::size_t>(kBlockRows * cols));
+    if (w.bits == 4 || rows16) panel.resize(static_cast<std::size_t>(kBlockRows * cols));
     for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
       const int64_t r1 = std::min(b, r0 + kBlockRows);
       block_sides(w, r0, r1 - r0, ws.data(), wb.data());
-      // The block's codes as gemm_rows reads them: a row-major panel (4-bit), w.data (8-bit),
-      // or 8-bit in place in the rows16 layout (16-row blocks of 16 * row_bytes).
+      // The block's codes as gemm_rows reads them: a row-major panel (4-bit; 8-bit from the
+      // rows16 layout) or w.data (8-bit).
       const uint8_t* codes = panel.data();
       int64_t stride = cols;
-      bool interleaved = false;
       if (w.bits == 4 && rows16) {
         rows16_panel(w, r0, r1 - r0, chunk, panel.data());
       } else if (w.bits == 4) {
@@ -1029,9 +1043,7 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
                       panel.data() + (r - r0) * cols);
         }
       } else if (rows16) {
-        codes = static_cast<const uint8_t*>(w.rows16) + r0 * row_bytes;
-        stride = 16 * row_bytes;
-        interleaved = true;
+        rows16_panel8(w, r0, r1 - r0, panel.data());
       } else {
         codes = static_cast<const uint8_t*>(w.data) + r0 * row_bytes;
         stride = row_bytes;
@@ -1039,14 +1051,14 @@ void int8_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m
       for (int64_t i0 = 0; i0 < m; i0 += kActTile) {
         const int64_t valid = std::min(kActTile, m - i0);
         const int8_t* xtile = xtp + (i0 / kActTile) * words * kActTile * 4;
-        auto tile = [&]<int V, int WordBytes>() {
-          gemm_rows<V, WordBytes>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0,
-                                  mp, ws.data(), wb.data(), out);
+        auto tile = [&]<int V>() {
+          gemm_rows<V>(codes, stride, r1 - r0, groups, group, xtile, dsp + i0, gsp + i0, mp,
+                       ws.data(), wb.data(), out);
         };
         if (valid > 16) {
-          interleaved ? tile.template operator()<2, 64>() : tile.template operator()<2, 4>();
+          tile.template operator()<2>();
         } else {
-          interleaved ? tile.template operator()<1, 64>() : tile.template operator()<1, 4>();
+          tile.template operator()<1>();
         }
         // out [rows of the block, kActTile] -> y rows i0.., columns r0..r1: 16 x 16 blocks
         // transposed in registers, then contiguous runs of 16.
