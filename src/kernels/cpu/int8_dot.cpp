@@ -839,6 +839,15 @@ void gemm_rows(const uint8_t* w, int64_t w_stride, int64_t rows, int64_t groups,
   }
 }
 
+// Words [k0, k0 + words) (words <= 16) of the 16 rows of a rows16 block starting at src,
+// back in rows: t[l] holds row l's words, zero past `words` (interleave_rows16 in reverse).
+inline void block_words(const uint8_t* src, int64_t k0, int64_t words, __m512 t[16]) {
+  for (int q = 0; q < 16; ++q) {
+    t[q] = q < words ? _mm512_loadu_ps(src + (k0 + q) * 64) : _mm512_setzero_ps();
+  }
+  transpose16(t);
+}
+
 // The GEMM's panel for 8-bit weight rows [r0, r0 + n) (r0 a multiple of 16, n <= kBlockRows)
 // from the rows16 layout: each 16 x 16 tile of 32-bit words transposed back into 16 row-major
 // runs of 64 bytes (interleave_rows16 in reverse), so the panel holds the file's codes.
@@ -853,10 +862,7 @@ void rows16_panel8(const WeightMatrix& w, int64_t r0, int64_t n, uint8_t* panel)
     for (int64_t k0 = 0; k0 < quads; k0 += 16) {
       const int64_t words = std::min<int64_t>(16, quads - k0);
       __m512 t[16];
-      for (int q = 0; q < 16; ++q) {
-        t[q] = q < words ? _mm512_loadu_ps(src + (k0 + q) * 64) : _mm512_setzero_ps();
-      }
-      transpose16(t);
+      block_words(src, k0, words, t);
       for (int l = 0; l < 16; ++l) {
         _mm512_mask_storeu_ps(dst + l * row_bytes + k0 * 4, lanes_mask(words), t[l]);
       }
@@ -896,10 +902,7 @@ void rows16_panel(const WeightMatrix& w, int64_t r0, int64_t n, int chunk, uint8
     for (int64_t k0 = 0; k0 < quads; k0 += 16) {
       const int64_t words = std::min<int64_t>(16, quads - k0);
       __m512 t[16];
-      for (int q = 0; q < 16; ++q) {
-        t[q] = q < words ? _mm512_loadu_ps(src + (k0 + q) * 64) : _mm512_setzero_ps();
-      }
-      transpose16(t);
+      block_words(src, k0, words, t);
       for (int l = 0; l < 16; ++l) {
         uint8_t* o = dst + l * w.cols + k0 * 8;
         if (words < 16) {
