@@ -515,36 +515,14 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
       if (split) {
         // A split tile: publish this block's partial sums; the last block to arrive adds
         // every segment in k order and writes y.
-        const int slot = first_segment ? 0 : 1;
         float* part_base = p.partials + size_t(q & 1) * p.grid * 2 * kRegs * kConsumers;
-        float* mine = part_base + (size_t(blockIdx.x) * 2 + slot) * kRegs * kConsumers;
-#pragma unroll
-        for (int r = 0; r < kRegs; ++r) __stcg(mine + r * kConsumers + ctid, acc[r]);
-        fence_acq_rel_gpu();
         const int64_t tile_first = int64_t(tile) * ph.ksteps;
-        const int b_lo = block_of(tile_first, ph.iters, p.grid);
-        const int b_hi = block_of(tile_first + ph.ksteps - 1, ph.iters, p.grid);
-        consumer_sync();
-        if (ctid == 0) {
-          unsigned* counter = p.counters + ph.counter_base + tile;
-          const unsigned arrived = atomicAdd(counter, 1u);
-          const bool last = arrived == unsigned(b_hi - b_lo);
-          if (last) *counter = 0;
-          *last_flag = last ? 1 : 0;
-        }
-        consumer_sync();
-        const bool last = *last_flag != 0;
-        consumer_sync();  // last_flag is rewritten by the next split tile
-        if (!last) continue;
-        fence_acq_rel_gpu();
-#pragma unroll
-        for (int r = 0; r < kRegs; ++r) acc[r] = 0.0f;
-        for (int c = b_lo; c <= b_hi; ++c) {
-          const int cs = block_start(c, ph.iters, p.grid) >= tile_first ? 0 : 1;
-          const float* part = part_base + (size_t(c) * 2 + cs) * kRegs * kConsumers;
-#pragma unroll
-          for (int r = 0; r < kRegs; ++r) acc[r] += __ldcg(part + r * kConsumers + ctid);
-        }
+        const bool summed = reduce_split_tile<kRegs, kConsumers>(
+            acc, part_base, first_segment ? 0 : 1, p.counters + ph.counter_base + tile,
+            block_of(tile_first, ph.iters, p.grid),
+            block_of(tile_first + ph.ksteps - 1, ph.iters, p.grid), ctid, last_flag, consumer_sync,
+            [&](int c) { return block_start(c, ph.iters, p.grid) >= tile_first ? 0 : 1; });
+        if (!summed) continue;
       }
       store_tile(acc, tile, ctid, ph);
     }

@@ -709,46 +709,32 @@ void int8_matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t
   xq.resize(static_cast<std::size_t>(m * w.cols));
   d.resize(static_cast<std::size_t>(m * groups));
   sums.resize(d.size());
+  const bool rows16 = w.rows16 != nullptr;
   for (int64_t i = 0; i < m; ++i) {
-    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits,
-                 w.rows16 != nullptr ? 8 : decode_chunk(w), xq.data() + i * w.cols,
-                 d.data() + i * groups, sums.data() + i * groups, 1);
+    quantize_row(x + i * w.cols, w.cols, w.group_size, w.bits, rows16 ? 8 : decode_chunk(w),
+                 xq.data() + i * w.cols, d.data() + i * groups, sums.data() + i * groups, 1);
   }
   const int8_t* q = xq.data();
   const float* dp = d.data();
   const float* sp = sums.data();
-  if (w.rows16 != nullptr) {
-    // Blocks of 16 rows; the same small-work rule as below.
-    const int64_t blocks = (w.rows + 15) / 16;
-    auto rows16 = [&](int64_t b0, int64_t b1) {
-      with_act_rows(m, [&](auto rows) {
-        if (w.bits == 8) {
-          rows16_range<8, decltype(rows)::value>(w, q, dp, sp, b0, b1, y);
-        } else {
-          rows16_range<4, decltype(rows)::value>(w, q, dp, sp, b0, b1, y);
-        }
-      });
-    };
-    if (w.rows * w.cols * m < kMinParallelWork) {
-      rows16(0, blocks);
-    } else {
-      ctx.pool.parallel_for(blocks, 1, rows16);
-    }
-    return;
-  }
-  auto body = [&](int64_t r0, int64_t r1) {
+  // Units of work: 16-row blocks of the rows16 layout, or single rows of the row-major codes.
+  const int64_t units = rows16 ? (w.rows + 15) / 16 : w.rows;
+  auto body = [&](int64_t u0, int64_t u1) {
     with_act_rows(m, [&](auto rows) {
-      if (w.bits == 8) {
-        matvec_range<8, decltype(rows)::value>(w, q, dp, sp, r0, r1, y);
+      constexpr int M = decltype(rows)::value;
+      if (rows16) {
+        w.bits == 8 ? rows16_range<8, M>(w, q, dp, sp, u0, u1, y)
+                    : rows16_range<4, M>(w, q, dp, sp, u0, u1, y);
       } else {
-        matvec_range<4, decltype(rows)::value>(w, q, dp, sp, r0, r1, y);
+        w.bits == 8 ? matvec_range<8, M>(w, q, dp, sp, u0, u1, y)
+                    : matvec_range<4, M>(w, q, dp, sp, u0, u1, y);
       }
     });
   };
   if (w.rows * w.cols * m < kMinParallelWork) {
-    body(0, w.rows);
+    body(0, units);
   } else {
-    ctx.pool.parallel_for(w.rows, 8, body);
+    ctx.pool.parallel_for(units, rows16 ? 1 : 8, body);
   }
 }
 

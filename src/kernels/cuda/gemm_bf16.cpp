@@ -29,13 +29,52 @@ DeviceBuffer zeroed_counters(DeviceContext& ctx, int count, const char* what) {
   return std::move(counters).value();
 }
 
+// The three matrix layouts of s (w, x, y in cuBLAS's column-major terms); with blocks > 1, a
+// strided batch of `blocks` such problems: x and y blocks s.m rows apart, w shared (stride 0).
+Status create_layouts(const GemmShape& s, int blocks, cublasLtMatrixLayout_t* a,
+                      cublasLtMatrixLayout_t* b, cublasLtMatrixLayout_t* c) {
+  const cudaDataType_t out_type = s.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+  auto layout = [&](cublasLtMatrixLayout_t* l, cudaDataType_t type, int rows, int cols, int64_t ld,
+                    int64_t stride, const char* what) -> Status {
+    HEARTH_RETURN_IF_ERROR(
+        cublas_status(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), what));
+    if (blocks == 1) return ok_status();
+    HEARTH_RETURN_IF_ERROR(
+        cublas_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                       &blocks, sizeof(blocks)),
+                      what));
+    return cublas_status(
+        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                         sizeof(stride)),
+        what);
+  };
+  HEARTH_RETURN_IF_ERROR(layout(a, CUDA_R_16BF, s.k, s.n, s.ldw, 0, "GEMM layout of w"));
+  HEARTH_RETURN_IF_ERROR(layout(b, CUDA_R_16BF, s.k, s.m, s.ldx, s.m * s.ldx, "GEMM layout of x"));
+  return layout(c, out_type, s.n, s.m, s.ldy, s.m * s.ldy, "GEMM layout of y");
+}
+
+void destroy_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c) {
+  for (cublasLtMatrixLayout_t l : {a, b, c}) {
+    if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+  }
+}
+
 }  // namespace
+
+GemmBf16::Key GemmBf16::key_of(const GemmShape& s) {
+  return Key{s.m, s.n, s.k, s.ldx, s.ldw, s.ldy, static_cast<int>(s.out), s.accumulate};
+}
 
 GemmBf16Options GemmBf16Options::from_env() {
   GemmBf16Options options;
-  const char* batched = std::getenv("HEARTH_INVARIANT_BATCHED");
-  if (batched != nullptr && *batched != '\0')
-    options.invariant_batched = std::strcmp(batched, "0") != 0;
+  if (const char* batched = std::getenv("HEARTH_INVARIANT_BATCHED");
+      batched != nullptr && *batched != '\0') {
+    if (std::strcmp(batched, "0") == 0 || std::strcmp(batched, "1") == 0) {
+      options.invariant_batched = *batched == '1';
+    } else {
+      spdlog::warn("HEARTH_INVARIANT_BATCHED={} is not 0 or 1; keeping one batched call", batched);
+    }
+  }
   const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
   if (wgmma == nullptr || *wgmma == '\0') return options;
   if (std::strcmp(wgmma, "0") == 0) {
@@ -57,26 +96,19 @@ GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), op
 }
 
 GemmBf16::~GemmBf16() {
-  for (auto& [key, b] : batched_) {
-    cublasLtMatrixLayoutDestroy(b.a);
-    cublasLtMatrixLayoutDestroy(b.b);
-    cublasLtMatrixLayoutDestroy(b.c);
-  }
+  for (auto& [key, b] : batched_) destroy_layouts(b.a, b.b, b.c);
   for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
+    destroy_layouts(plan.a, plan.b, plan.c);
     cublasLtMatmulDescDestroy(plan.desc);
   }
 }
 
 Result<GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
-  Key key{s.m, s.n, s.k, s.ldx, s.ldw, s.ldy, static_cast<int>(s.out), s.accumulate};
+  const Key key = key_of(s);
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
 
   Plan plan;
-  cudaDataType_t out_type = s.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   HEARTH_RETURN_IF_ERROR(cublas_status(
       cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "GEMM descriptor"));
   cublasOperation_t trans_a = CUBLAS_OP_T;
@@ -89,12 +121,7 @@ Result<GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
       cublas_status(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b,
                                                    sizeof(trans_b)),
                     "GEMM transb"));
-  HEARTH_RETURN_IF_ERROR(cublas_status(
-      cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, s.k, s.n, s.ldw), "GEMM layout of w"));
-  HEARTH_RETURN_IF_ERROR(cublas_status(
-      cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, s.k, s.m, s.ldx), "GEMM layout of x"));
-  HEARTH_RETURN_IF_ERROR(cublas_status(
-      cublasLtMatrixLayoutCreate(&plan.c, out_type, s.n, s.m, s.ldy), "GEMM layout of y"));
+  HEARTH_RETURN_IF_ERROR(create_layouts(s, 1, &plan.a, &plan.b, &plan.c));
 
   cublasLtMatmulPreference_t pref = nullptr;
   HEARTH_RETURN_IF_ERROR(cublas_status(cublasLtMatmulPreferenceCreate(&pref), "GEMM preference"));
@@ -108,9 +135,7 @@ Result<GemmBf16::Plan*> GemmBf16::plan_for(const GemmShape& s) {
                                      pref, kMaxCandidates, heuristic, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (err != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
+    destroy_layouts(plan.a, plan.b, plan.c);
     cublasLtMatmulDescDestroy(plan.desc);
     return unsupported_error("cuBLASLt has no bf16 GEMM for m={} n={} k={} (ld {} {} {})", s.m, s.n,
                              s.k, s.ldx, s.ldw, s.ldy);
@@ -197,36 +222,19 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
 
 Result<const GemmBf16::Batched*> GemmBf16::batched_for(const GemmShape& s, const Plan& plan,
                                                        int blocks) {
-  const auto key = std::make_pair(
-      Key{s.m, s.n, s.k, s.ldx, s.ldw, s.ldy, static_cast<int>(s.out), s.accumulate}, blocks);
+  const auto key = std::make_pair(key_of(s), blocks);
   auto it = batched_.find(key);
   if (it != batched_.end()) return &it->second;
   Batched b;
-  const cudaDataType_t out_type = s.out == GemmOut::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
-  auto layout = [&](cublasLtMatrixLayout_t* l, cudaDataType_t type, int rows, int cols, int64_t ld,
-                    int64_t stride) -> Status {
-    HEARTH_RETURN_IF_ERROR(
-        cublas_status(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), "GEMM batch layout"));
-    HEARTH_RETURN_IF_ERROR(
-        cublas_status(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                       &blocks, sizeof(blocks)),
-                      "GEMM batch count"));
-    return cublas_status(
-        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                         sizeof(stride)),
-        "GEMM batch stride");
-  };
-  Status made = layout(&b.a, CUDA_R_16BF, s.k, s.n, s.ldw, 0);
-  if (made.ok()) made = layout(&b.b, CUDA_R_16BF, s.k, s.m, s.ldx, s.m * s.ldx);
-  if (made.ok()) made = layout(&b.c, out_type, s.n, s.m, s.ldy, s.m * s.ldy);
-  if (made.ok()) {
-    cublasLtMatmulHeuristicResult_t check{};
-    b.usable = cublasLtMatmulAlgoCheck(ctx_->cublaslt(), plan.desc, b.a, b.b, b.c, b.c,
-                                       &plan.algos[plan.chosen], &check) == CUBLAS_STATUS_SUCCESS &&
-               check.workspaceSize <= ctx_->workspace_size();
+  if (Status made = create_layouts(s, blocks, &b.a, &b.b, &b.c); !made.ok()) {
+    destroy_layouts(b.a, b.b, b.c);
+    return made;
   }
-  // Layouts stay with the entry (the destructor frees them); an unusable entry keeps the
-  // caller on the loop of single blocks.
+  // An algorithm cuBLASLt does not accept on the batch keeps the caller on single blocks.
+  cublasLtMatmulHeuristicResult_t check{};
+  b.usable = cublasLtMatmulAlgoCheck(ctx_->cublaslt(), plan.desc, b.a, b.b, b.c, b.c,
+                                     &plan.algos[plan.chosen], &check) == CUBLAS_STATUS_SUCCESS &&
+             check.workspaceSize <= ctx_->workspace_size();
   return &batched_.emplace(key, b).first->second;
 }
 

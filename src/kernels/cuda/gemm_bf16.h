@@ -89,6 +89,7 @@ class GemmBf16 {
     int chosen = 0;  // the one run() uses
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, bool>;
+  static Key key_of(const GemmShape& shape);
   Result<Plan*> plan_for(const GemmShape& shape);
   // A block plan's layouts as a strided batch of `blocks` (x and y blocks kInvariantRows rows
   // apart, w shared); usable when cuBLASLt accepts the plan's chosen algorithm on them.

@@ -262,35 +262,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kb0 != 0 || kb1 != p.ksteps) {
       // A split tile: publish this block's partial sums; the last block to arrive adds
       // every segment in k order and writes y.
-      const int slot = first_segment ? 0 : 1;
-      float* mine = p.partials + (size_t(blockIdx.x) * 2 + slot) * kRegs * kConsumers;
-#pragma unroll
-      for (int r = 0; r < kRegs; ++r) __stcg(mine + r * kConsumers + ctid, acc[r]);
-      fence_acq_rel_gpu();
       const int64_t tile_first = int64_t(tile) * p.ksteps;
-      const int b_lo = block_of(tile_first, p);
-      const int b_hi = block_of(tile_first + p.ksteps - 1, p);
-      consumer_sync();
-      if (ctid == 0) {
-        const unsigned arrived = atomicAdd(&p.counters[tile], 1u);
-        const bool last = arrived == unsigned(b_hi - b_lo);
-        if (last) p.counters[tile] = 0;
-        *last_flag = last ? 1 : 0;
-      }
-      consumer_sync();
-      const bool last = *last_flag != 0;
-      consumer_sync();  // last_flag is rewritten by the next split tile
-      if (!last) continue;
-      fence_acq_rel_gpu();
-      // Every segment from the workspace (this block's own too: one register set), in k order.
-#pragma unroll
-      for (int r = 0; r < kRegs; ++r) acc[r] = 0.0f;
-      for (int c = b_lo; c <= b_hi; ++c) {
-        const int cs = block_start(c, p) >= tile_first ? 0 : 1;
-        const float* part = p.partials + (size_t(c) * 2 + cs) * kRegs * kConsumers;
-#pragma unroll
-        for (int r = 0; r < kRegs; ++r) acc[r] += __ldcg(part + r * kConsumers + ctid);
-      }
+      const bool summed = reduce_split_tile<kRegs, kConsumers>(
+          acc, p.partials, first_segment ? 0 : 1, &p.counters[tile], block_of(tile_first, p),
+          block_of(tile_first + p.ksteps - 1, p), ctid, last_flag, consumer_sync,
+          [&](int c) { return block_start(c, p) >= tile_first ? 0 : 1; });
+      if (!summed) continue;
     }
     store_tile<kTok>(acc, tile, ctid, p);
   }

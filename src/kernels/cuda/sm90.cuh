@@ -99,6 +99,44 @@ __device__ __forceinline__ void fence_acq_rel_gpu() {
   asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 
+// Stream-K's split-tile reduction, run by the Consumers threads (ctid) that hold a tile's
+// Regs accumulators each: this block publishes its partial sums into its slot of partials
+// ([blocks, 2, Regs, Consumers]; slot 0 for a tile's first segment, 1 otherwise) and arrives at
+// the tile's counter; the last of the tile's blocks b_lo..b_hi to arrive resets the counter and
+// adds every block's segment in k order into acc (slot_of(c): the slot block c used for this
+// tile). Returns whether acc now holds the tile's sum. sync: the consumers' named barrier;
+// last_flag: one int of shared memory.
+template <int Regs, int Consumers, typename Sync, typename SlotOf>
+__device__ __forceinline__ bool reduce_split_tile(float (&acc)[Regs], float* partials, int slot,
+                                                  unsigned* counter, int b_lo, int b_hi, int ctid,
+                                                  int* last_flag, Sync sync, SlotOf slot_of) {
+  float* mine = partials + (size_t(blockIdx.x) * 2 + slot) * Regs * Consumers;
+#pragma unroll
+  for (int r = 0; r < Regs; ++r) __stcg(mine + r * Consumers + ctid, acc[r]);
+  fence_acq_rel_gpu();
+  sync();
+  if (ctid == 0) {
+    const unsigned arrived = atomicAdd(counter, 1u);
+    const bool last = arrived == unsigned(b_hi - b_lo);
+    if (last) *counter = 0;
+    *last_flag = last ? 1 : 0;
+  }
+  sync();
+  const bool last = *last_flag != 0;
+  sync();  // last_flag is rewritten by the next split tile
+  if (!last) return false;
+  fence_acq_rel_gpu();
+  // Every segment from the workspace (this block's own too: one register set), in k order.
+#pragma unroll
+  for (int r = 0; r < Regs; ++r) acc[r] = 0.0f;
+  for (int c = b_lo; c <= b_hi; ++c) {
+    const float* part = partials + (size_t(c) * 2 + slot_of(c)) * Regs * Consumers;
+#pragma unroll
+    for (int r = 0; r < Regs; ++r) acc[r] += __ldcg(part + r * Consumers + ctid);
+  }
+  return true;
+}
+
 // D[64 x 16] (+)= A[64 x 16] · B[16 x 16]; 8 accumulators a thread.
 __device__ __forceinline__ void wgmma_n16(float (&d)[8], uint64_t a, uint64_t b, int scale_d) {
   asm volatile(

@@ -262,8 +262,7 @@ class CudaLlamaModel : public Model {
         upload_threads_(upload_threads),
         gate_up_block_(gate_up_block),
         affine_kernel_(affine_kernel),
-        tiled_weights_(tiled_weights),
-        batch_invariant_(batch_invariant) {}
+        tiled_weights_(tiled_weights) {}
   ~CudaLlamaModel() override {
     if (host_release_.valid()) host_release_.wait();
     Stopwatch watch;
@@ -306,6 +305,8 @@ class CudaLlamaModel : public Model {
   Status ensure(DeviceBuffer& buf, std::size_t bytes, const char* what);
   // Kernels launch as programmatic dependents (PDL) on sm_90 and later.
   bool pdl() const { return ctx_->properties().major >= 9; }
+  // CudaLoadOptions::batch_invariant, held by the GEMM it configures.
+  bool batch_invariant() const { return gemm_.batch_invariant(); }
   // y[m, l.n] = x[m, l.k] · l.wᵀ (+ bias); y bf16, or f32 for logits.
   Status linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out);
   // The decode GEMV with its fusions (dense weights, m <= kGemvRoutedMaxRows): y = epi(x' · l.wᵀ
@@ -378,8 +379,7 @@ class CudaLlamaModel : public Model {
   // steps) or kRegister (the HFMA2 kernel, unfused decode steps: the A/B baseline).
   cuda::AffineGemvKernel affine_kernel_ = cuda::AffineGemvKernel::kAuto;
   bool tiled_weights_ = true;  // HEARTH_AFFINE_LAYOUT: relay decode GEMV weights (tile_for_decode)
-  bool batch_invariant_ = false;  // CudaLoadOptions::batch_invariant
-  int tiled_projections_ = 0;     // relaid by tile_for_decode
+  int tiled_projections_ = 0;  // relaid by tile_for_decode
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
@@ -534,12 +534,12 @@ std::string CudaLlamaModel::describe() const {
       "decode GEMV {}, compiled decode (CUDA graphs) {}, KV bf16 paged{}, device memory used "
       "{:.2f} GB (peak {:.2f}) of {:.2f}",
       ctx_->properties().name, ctx_->properties().multiProcessorCount, weights, weight_bytes_ / 1e9,
-      batch_invariant_                                      ? "off (batch-invariant GEMMs)"
+      batch_invariant()                                     ? "off (batch-invariant GEMMs)"
       : !l.quantized()                                      ? "hearth bf16"
       : affine_kernel_ == cuda::AffineGemvKernel::kRegister ? "affine (register dequant, unfused)"
       : tiled_projections_ > 0 ? "affine (tensor cores where they apply, fused, tiled weights)"
                                : "affine (tensor cores where they apply, fused)",
-      compiled_decode_ ? "on" : "off", batch_invariant_ ? ", batch-invariant" : "",
+      compiled_decode_ ? "on" : "off", batch_invariant() ? ", batch-invariant" : "",
       ctx_->used() / 1e9, ctx_->peak() / 1e9, ctx_->budget() / 1e9);
 }
 
@@ -697,7 +697,7 @@ bool CudaLlamaModel::fused_affine_layer(const DeviceLayer& l, int n) const {
 
 bool CudaLlamaModel::fused_decode(int n) const {
   // The fused GEMVs sum in another order than the GEMM: batch-invariant steps never take them.
-  if (n < 1 || layers_.empty() || batch_invariant_) return false;
+  if (n < 1 || layers_.empty() || batch_invariant()) return false;
   if (quantized_) {
     // HEARTH_AFFINE_GEMV=register keeps the unfused 9-kernel layer (the A/B baseline). Every
     // layer is checked: quantization may differ between layers (mixed-bit MLX models).
@@ -875,7 +875,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     // previous kernel (rope_kv_write or the fused qkv GEMV); in fused decode steps the o GEMV
     // (PDL too) starts streaming its weights while attention runs.
     a.pdl = use_pdl;
-    a.batch_invariant = batch_invariant_;
+    a.batch_invariant = batch_invariant();
     HEARTH_RETURN_IF_ERROR(cuda_status(cuda::paged_attention(a, st), "paged attention"));
     if (fused) {
       // o (+ residual), then the MLP block below in two kernels.
@@ -1086,14 +1086,14 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
       "uploading step metadata"));
   // Batch-invariant: one pass over each query's keys (a split count set by the batch would
   // change the sums' order).
-  const int splits = batch_invariant_
+  const int splits = batch_invariant()
                          ? 1
                          : cuda::paged_attention_num_splits(n, c.num_heads, c.num_kv_heads, max_kv,
                                                             ctx_->properties().multiProcessorCount);
   // Batch-invariant GEMMs read and write whole blocks of kInvariantRows rows: the GEMMs'
   // operands hold that many rows (the rows past n are scratch).
   const auto padded = [&](int r) -> std::size_t {
-    const int block = batch_invariant_ ? cuda::kInvariantRows : 1;
+    const int block = batch_invariant() ? cuda::kInvariantRows : 1;
     return static_cast<std::size_t>((r + block - 1) / block) * block;
   };
   const std::size_t np = padded(n);
