@@ -19,6 +19,7 @@
 // LAB_DEFERRED=1 publishes them unfenced and lets the tile's last block add them between two
 // grid barriers. Every early_w / late_w run is checked phase by phase against cuBLASLt on
 // that phase's own input (bf16: within one rounding).
+// Consumers keep one stage's wgmma group in flight (wait_group 1) and release it a stage late.
 // Modes (one kernel instantiation each: ptxas serializes wgmmas it cannot prove
 // warpgroup-uniform, C7518): early_w; late_w (the weights wait too: launch-per-GEMM inside one
 // kernel); and bounds that give wrong sums: no_barrier (x never waits), no split (no
@@ -471,6 +472,13 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
       const int kb0 = static_cast<int>(it % ph.ksteps);
       const int kb1 = static_cast<int>(kb0 + (it1 - it) < ph.ksteps ? kb0 + (it1 - it) : ph.ksteps);
       const bool first_segment = it == it0;
+      // One stage's wgmmas stay in flight while the next stage's issue (wait_group 1); a
+      // stage is released once its group has finished, the segment's last at its end.
+      auto release = [&](int slot) {
+        __syncwarp();
+        if (kMode != kComputeOnly && (ctid & 31) == 0) mbar_arrive(&empty[slot]);
+      };
+      int held = -1;
       for (int kb = kb0; kb < kb1; ++kb) {
         if constexpr (kMode != kComputeOnly) mbar_wait(&full[s], parity);
         if constexpr (kMode != kStreamOnly) {
@@ -482,16 +490,20 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
             wgmma_n64(acc, a + 2 * j, b + 2 * j, kb > kb0 || j > 0);
           }
           wgmma_commit();
-          wgmma_wait_all();
-          fence_regs(acc);
+          wgmma_wait<1>();
         }
-        __syncwarp();
-        if (kMode != kComputeOnly && (ctid & 31) == 0) mbar_arrive(&empty[s]);
+        if (held >= 0) release(held);
+        held = s;
         if (++s == kRing) {
           s = 0;
           parity ^= 1;
         }
       }
+      if constexpr (kMode != kStreamOnly) {
+        wgmma_wait_all();
+        fence_regs(acc);
+      }
+      release(held);
       it += kb1 - kb0;
       if (kMode == kStreamOnly) continue;
       const bool split =
@@ -541,17 +553,20 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
       const int64_t tile_first = int64_t(reduce_tile) * ph.ksteps;
       const int b_lo = block_of(tile_first, ph.iters, p.grid);
       const float* part_base = p.partials + size_t(q & 1) * p.grid * 2 * kRegs * kConsumers;
+      // Summed in registers of its own: non-wgmma writes to acc between wgmma pipeline
+      // stages make ptxas serialize the wgmmas (C7515).
+      float sum[kRegs];
 #pragma unroll
-      for (int r = 0; r < kRegs; ++r) acc[r] = 0.0f;
+      for (int r = 0; r < kRegs; ++r) sum[r] = 0.0f;
       for (int c = b_lo; c < static_cast<int>(blockIdx.x); ++c) {
         const int cs = block_start(c, ph.iters, p.grid) >= tile_first ? 0 : 1;
         const float* part = part_base + (size_t(c) * 2 + cs) * kRegs * kConsumers;
 #pragma unroll
-        for (int r = 0; r < kRegs; ++r) acc[r] += __ldcg(part + r * kConsumers + ctid);
+        for (int r = 0; r < kRegs; ++r) sum[r] += __ldcg(part + r * kConsumers + ctid);
       }
 #pragma unroll
-      for (int r = 0; r < kRegs; ++r) acc[r] += own[r];
-      store_tile(acc, reduce_tile, ctid, ph);
+      for (int r = 0; r < kRegs; ++r) sum[r] += own[r];
+      store_tile(sum, reduce_tile, ctid, ph);
       reduce_tile = -1;
     }
     grid_arrive<kMode>(p, base + 1, ctid);

@@ -43,7 +43,7 @@ constexpr Shape kShapes[] = {{"qkv", 6144, 4096},
                              {"gate_up", 28672, 4096},
                              {"down", 4096, 14336},
                              {"lm_head", 128256, 4096}};
-constexpr int kMaxRows = 128;
+constexpr int kMaxRows = 256;  // cuBLASLt up to 256 rows; wgmma_gemm up to kWgmmaMaxRows
 
 // Microseconds per call of fn(i) over `calls` calls captured into one graph (median of
 // replays).
@@ -151,7 +151,7 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
   }
 
   const char* only_m = std::getenv("LAB_M");  // one row count alone (profiling)
-  for (int m : {8, 16, 32, 64, 128}) {
+  for (int m : {8, 16, 32, 64, 128, 256}) {
     if (only_m != nullptr && m != std::atoi(only_m)) continue;
     const size_t count = size_t(m) * s.n;
     GemmShape g{m, s.n, s.k, s.k, s.k, s.n, GemmOut::kBf16, false};
@@ -210,7 +210,7 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
         if (*p == ',') ++p;
       }
     }
-    for (int pdl = 0; pdl < 2; ++pdl) {
+    for (int pdl = 0; pdl < 2 && m <= kWgmmaMaxRows; ++pdl) {
       for (const auto& [grid, cluster] : forms) {
         WgmmaGemmArgs a = make_args(m, s.n, s.k, x, w, y, false, sm, pdl != 0, grid, ws);
         a.cluster = cluster;
@@ -275,7 +275,9 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
   GemmBf16 gemm(ctx, cublas_only);
   std::printf("\n== 8-layer chain (qkv+o+gate_up+down, %.0f MB a layer), us a layer:\n",
               layer_bytes / 1e6);
-  for (int m : {8, 16, 32, 64, 128}) {
+  for (int m : {8, 16, 32, 64, 128, 256}) {
+    const char* only_m = std::getenv("LAB_M");
+    if (only_m != nullptr && m != std::atoi(only_m)) continue;
     try {
       auto run = [&](int which, bool pdl) {
         return graph_us(st, kLayers, [&](int l) {
@@ -295,8 +297,8 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
       };
       const double c = run(0, false);
       const double t = run(1, false);
-      const double s = run(2, false);
-      const double p = run(2, true);
+      const double s = m <= kWgmmaMaxRows ? run(2, false) : 0.0;
+      const double p = m <= kWgmmaMaxRows ? run(2, true) : 0.0;
       auto pct = [&](double us) { return 100.0 * layer_bytes / (us * 1e-6) / copy_bw; };
       std::printf(
           "  m=%3d cuBLASLt %6.1f us (%5.1f%%) | cuBLASLt best candidates %6.1f us (%5.1f%%) | "

@@ -16,7 +16,7 @@ using namespace ::hearth::cuda::sm90;  // NOLINT(google-build-using-namespace)
 constexpr int kTileRows = 128;             // weight rows a tile (two warpgroups of 64)
 constexpr int kKStep = 64;                 // k a stage: 128 bytes of bf16, one swizzle row
 constexpr int kConsumers = 256;            // two consumer warpgroups
-constexpr int kThreads = kConsumers + 32;  // + the producer warp
+constexpr int kThreads = kConsumers + 64;  // + two producer warps (weights, x)
 constexpr int kWeightStageBytes = kTileRows * kKStep * 2;  // 16 KB
 constexpr size_t kSmemLimit = 227 * 1024;
 
@@ -114,7 +114,7 @@ __device__ __forceinline__ void store_tile(const float (&d)[kTok / 2], int tile,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Grid: blocks split the iterations evenly; block: 2 consumer warpgroups + 1 producer warp.
+// Grid: blocks split the iterations evenly; block: 2 consumer warpgroups + 2 producer warps.
 // The body exists only in the sm_90a image (the only device code this file is built for).
 template <int kTok>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
+      mbar_init(&full[s], 2);  // the weights' producer and x's, each with its bytes
       mbar_init(&empty[s], kConsumers / 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -147,50 +147,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t it1 = block_start(blockIdx.x + 1, p);
 
   if (threadIdx.x >= kConsumers) {
-    // Producer: one thread issues every stage's two TMA loads. In cluster mode the whole warp
-    // joins the two cluster barriers of the reduction below.
-    if (threadIdx.x != kConsumers) {
-      if (p.cluster > 1) {
-        cluster_sync();
-        cluster_sync();
-      }
-      return;
-    }
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&w_map)) : "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&x_map)) : "memory");
-    const uint64_t stream_policy = policy_evict_first();
-    const uint64_t keep_policy = policy_evict_last();
-    auto coords = [&](int64_t it, int& k0, int& row0) {
-      k0 = static_cast<int>(it % p.ksteps) * kKStep;
-      row0 = static_cast<int>(it / p.ksteps) * kTileRows;
-    };
-    // The first ring's weights do not depend on the previous kernel: load them before the
-    // wait, then x.
-    const int pre = static_cast<int>(it1 - it0 < kStages ? it1 - it0 : kStages);
-    for (int s = 0; s < pre; ++s) {
-      int k0, row0;
-      coords(it0 + s, k0, row0);
-      mbar_expect_tx(&full[s], kStageBytes);
-      tma_load(weights(s), &w_map, &full[s], k0, row0, stream_policy);
-    }
-    detail::grid_dependency_wait();
-    for (int s = 0; s < pre; ++s) {
-      int k0, row0;
-      coords(it0 + s, k0, row0);
-      tma_load(tokens(s), &x_map, &full[s], k0, 0, keep_policy);
-    }
-    int s = 0;
-    uint32_t phase = 1;  // the ring's second pass
-    for (int64_t it = it0 + pre; it < it1; ++it) {
-      mbar_wait(&empty[s], phase ^ 1);
-      int k0, row0;
-      coords(it, k0, row0);
-      mbar_expect_tx(&full[s], kStageBytes);
-      tma_load(weights(s), &w_map, &full[s], k0, row0, stream_policy);
-      tma_load(tokens(s), &x_map, &full[s], k0, 0, keep_policy);
-      if (++s == kStages) {
-        s = 0;
-        phase ^= 1;
+    // Producers: lane 0 of warp 0 issues every stage's weights, lane 0 of warp 1 its x, each
+    // walking the stages with its own cursor (increments: a lone thread is the stream's clock,
+    // and a 64-bit division a stage cost a third of its rate, dev/cuda/NOTES.md session 20).
+    // The weights do not depend on the previous kernel, so only x waits for it. In cluster
+    // mode every producer thread joins the reduction's two cluster barriers.
+    const int warp = (threadIdx.x - kConsumers) >> 5;
+    if ((threadIdx.x & 31) == 0 && it0 < it1) {
+      const bool x_role = warp == 1;
+      const CUtensorMap* map = x_role ? &x_map : &w_map;
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+      const uint64_t policy = x_role ? policy_evict_last() : policy_evict_first();
+      const int bytes = x_role ? kStageBytes - kWeightStageBytes : kWeightStageBytes;
+      if (x_role) detail::grid_dependency_wait();
+      int kb = static_cast<int>(it0 % p.ksteps);
+      int row0 = static_cast<int>(it0 / p.ksteps) * kTileRows;
+      int s = 0;
+      uint32_t pass = 0;
+      for (int64_t it = it0; it < it1; ++it) {
+        if (pass > 0) mbar_wait(&empty[s], (pass - 1) & 1);
+        mbar_expect_tx(&full[s], bytes);
+        if (x_role) {
+          tma_load(tokens(s), map, &full[s], kb * kKStep, 0, policy);
+        } else {
+          tma_load(weights(s), map, &full[s], kb * kKStep, row0, policy);
+        }
+        if (++kb == p.ksteps) {
+          kb = 0;
+          row0 += kTileRows;
+        }
+        if (++s == kStages) {
+          s = 0;
+          ++pass;
+        }
       }
     }
     if (p.cluster > 1) {
@@ -200,18 +189,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  // Consumers: warpgroup g multiplies weight rows [64g, 64g + 64) of each stage.
+  // Consumers: warpgroup g multiplies weight rows [64g, 64g + 64) of each stage. One stage's
+  // wgmmas stay in flight while the next stage's are issued; a stage is released once its
+  // group has finished (wait_group 1), the last one at the segment's end.
   const int ctid = threadIdx.x;
   const int g = ctid >> 7;
   float acc[kRegs] = {};
   int s = 0;
   uint32_t phase = 0;
   bool waited = false;
+  auto release = [&](int slot) {
+    __syncwarp();
+    if ((ctid & 31) == 0) mbar_arrive(&empty[slot]);
+  };
   for (int64_t it = it0; it < it1;) {
     const int tile = static_cast<int>(it / p.ksteps);
     const int kb0 = static_cast<int>(it % p.ksteps);
     const int kb1 = static_cast<int>(kb0 + (it1 - it) < p.ksteps ? kb0 + (it1 - it) : p.ksteps);
     const bool first_segment = it == it0;
+    int held = -1;  // the stage whose wgmmas may still be reading it
     for (int kb = kb0; kb < kb1; ++kb) {
       mbar_wait(&full[s], phase);
       wgmma_fence();
@@ -222,15 +218,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_tok<kTok>(acc, a + 2 * j, b + 2 * j, kb > kb0 || j > 0);
       }
       wgmma_commit();
-      wgmma_wait_all();
-      fence_regs(acc);
-      __syncwarp();
-      if ((ctid & 31) == 0) mbar_arrive(&empty[s]);
+      wgmma_wait<1>();
+      if (held >= 0) release(held);
+      held = s;
       if (++s == kStages) {
         s = 0;
         phase ^= 1;
       }
     }
+    wgmma_wait_all();
+    fence_regs(acc);
+    release(held);
     it += kb1 - kb0;
     if (!waited) {
       detail::grid_dependency_wait();  // y may be read or written by the previous kernel

@@ -4,20 +4,24 @@
 //
 // The weights are the 64-row A operand of wgmma (yᵀ = w · xᵀ), so the row count m only sets
 // the N side of the instruction (16/32/64/128 tokens) and no tensor-core work is spent on
-// padding to 64 rows. A block owns tiles of 128 weight rows: one producer warp streams each
-// 64-wide k step of the tile (16 KB of weights) and of x through a ring of shared-memory
-// stages with TMA (128-byte swizzle, mbarrier completion), two consumer warpgroups each run
-// m64nNk16 wgmmas on their 64 rows. With fewer tiles than multiprocessors, clusters of 2-8
-// blocks split each tile's k steps and rank 0 adds the ranks' sums in order through
-// distributed shared memory (when every cluster fits at once). Otherwise the grid (one block
-// a multiprocessor, or the largest grid of >= 70 % of them whose ranges line up with tiles)
-// splits the (tile, k step) iterations evenly between blocks ("stream-K"): a block may end
-// or begin inside a tile; such a tile's partial sums go to f32 workspace slots and the last
-// block to arrive sums them in k order (deterministic), then writes y. Under PDL the weight
-// loads of the first ring's worth of stages are issued before the wait on the previous kernel.
+// padding to 64 rows. A block owns tiles of 128 weight rows: two producer threads (one for
+// the weights, one for x, each with its own cursor) stream each 64-wide k step of the tile
+// (16 KB of weights) and of x through a ring of shared-memory stages with TMA (128-byte
+// swizzle, mbarrier completion); two consumer warpgroups each run m64nNk16 wgmmas on their
+// 64 rows, keeping one stage's wgmmas in flight while they issue the next. With fewer tiles
+// than multiprocessors, clusters of 2-8 blocks split each tile's k steps and rank 0 adds the
+// ranks' sums in order through distributed shared memory (when every cluster fits at once).
+// Otherwise the grid (one block a multiprocessor, or the largest grid of >= 70 % of them
+// whose ranges line up with tiles) splits the (tile, k step) iterations evenly between
+// blocks ("stream-K"): a block may end or begin inside a tile; such a tile's partial sums go
+// to f32 workspace slots and the last block to arrive sums them in k order (deterministic),
+// then writes y. Under PDL the weight loads are issued without waiting on the previous
+// kernel (only x waits).
 // Status: opt-in (GemmBf16Options::wgmma). On the H200 at m = 64 it ran 0.70-1.02x cuBLASLt
 // (S18, dev/cuda/NOTES.md): it streams faster a multiprocessor, but a split tile's reduction
-// through L2 costs ~5-9 us, which the small shapes (qkv, o) cannot hide.
+// through L2 costs ~5-9 us, which the small shapes (qkv, o) cannot hide. Separate weight and
+// x producers and one wgmma group in flight did not change that (S22-W1: qkv 18.5, o 16.4,
+// gate_up 63.8, down 35.8, lm_head 267.5 us against cuBLASLt's 15.5, 11.4, 62.0, 34.8, 281.5).
 #pragma once
 
 #include <cuda_bf16.h>
