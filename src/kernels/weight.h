@@ -24,7 +24,8 @@ struct WeightMatrix {
   // CPU int8 path (kernels/cpu/int8_dot.h, interleave_rows16): the codes, scales
   // and biases interleaved by 16 rows for the batch-invariant decode (and the GEMM, which then
   // reads no w.data); null when not prepared. A model that prepared them may have released
-  // the row-major codes, scales and biases: data, scales and biases null.
+  // the row-major codes, scales and biases: data, scales and biases null (cpu::weight_rows_f32,
+  // a tied embedding's gather, then reads rows from the rows16 copy).
   const void* rows16 = nullptr;         // [ceil(rows / 16), row bytes / 4, 16, 4] bytes
   const void* rows16_scales = nullptr;  // [ceil(rows / 16), groups, 16] in scale_dtype
   const void* rows16_biases = nullptr;  // [ceil(rows / 16), groups, 16] in scale_dtype

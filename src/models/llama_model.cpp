@@ -36,6 +36,8 @@ class Activations {
   std::unique_ptr<float[]> p_;
 };
 
+constexpr int64_t kRows16LoadBlocks = 256;  // 16-row blocks prepare_rows16 converts at a time
+
 }  // namespace
 
 LlamaModel::LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weights,
@@ -285,7 +287,8 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
   // After its rows16 copies are built int8_linear reads nothing else of a matrix, so the
   // row-major codes, scales and biases are released at once (one matrix's worth resident at a
   // time): an owned aligned copy is freed, a tensor in the file mapping loses its whole pages.
-  // A tied head keeps them: the embedding gather reads token rows from them.
+  // A tied head's embedding then gathers token rows from the same rows16 copy
+  // (cpu::weight_rows_f32 reads it when the row-major codes are gone).
   auto release = [&](const void*& p, std::size_t bytes) {
     auto owned = std::find_if(weights.owned.begin(), weights.owned.end(),
                               [&](const Buffer& b) { return b.data() == p; });
@@ -303,7 +306,18 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
     HEARTH_ASSIGN_OR_RETURN(Buffer codes, Buffer::allocate(bytes.codes));
     HEARTH_ASSIGN_OR_RETURN(Buffer scales, Buffer::allocate(bytes.side));
     HEARTH_ASSIGN_OR_RETURN(Buffer biases, Buffer::allocate(bytes.side));
-    cpu::interleave_rows16(w, static_cast<uint8_t*>(codes.data()), scales.data(), biases.data());
+    // 4096 rows at a time, dropping the file pages of the codes read so far after each: the
+    // load never holds a whole matrix twice (8-bit 8B: lm_head alone is 525 MB). A copied
+    // (owned) tensor is freed by release() below; drop_pages leaves it alone.
+    const int64_t blocks = (w.rows + 15) / 16;
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    const int64_t row_bytes = w.cols * w.bits / 8;
+    for (int64_t b0 = 0; b0 < blocks; b0 += kRows16LoadBlocks) {
+      const int64_t b1 = std::min(blocks, b0 + kRows16LoadBlocks);
+      cpu::interleave_rows16_blocks(w, b0, b1, static_cast<uint8_t*>(codes.data()), scales.data(),
+                                    biases.data());
+      store.drop_pages(src, static_cast<std::size_t>(std::min(b1 * 16, w.rows) * row_bytes));
+    }
     w.rows16 = codes.data();
     w.rows16_scales = scales.data();
     w.rows16_biases = biases.data();
@@ -311,13 +325,13 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
     weights.owned.push_back(std::move(codes));
     weights.owned.push_back(std::move(scales));
     weights.owned.push_back(std::move(biases));
-    if (w.data != weights.embed.data) {
-      const std::size_t side =
-          static_cast<std::size_t>(w.rows * (w.cols / w.group_size)) * dtype_size(w.scale_dtype);
-      release(w.data, static_cast<std::size_t>(w.rows * w.cols * w.bits / 8));
-      release(w.scales, side);
-      release(w.biases, side);
-    }
+    const bool tied = w.data == weights.embed.data;
+    const std::size_t side =
+        static_cast<std::size_t>(w.rows * (w.cols / w.group_size)) * dtype_size(w.scale_dtype);
+    release(w.data, static_cast<std::size_t>(w.rows * w.cols * w.bits / 8));
+    release(w.scales, side);
+    release(w.biases, side);
+    if (tied) weights.embed = w;
     return ok_status();
   };
   for (LlamaLayer& l : weights.layers) {

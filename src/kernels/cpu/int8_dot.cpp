@@ -45,13 +45,17 @@ Rows16Bytes rows16_bytes(const WeightMatrix& w) {
 }
 
 void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void* biases) {
-  const int64_t blocks = (w.rows + 15) / 16;
+  interleave_rows16_blocks(w, 0, (w.rows + 15) / 16, codes, scales, biases);
+}
+
+void interleave_rows16_blocks(const WeightMatrix& w, int64_t block0, int64_t block1, uint8_t* codes,
+                              void* scales, void* biases) {
   const int64_t groups = w.cols / w.group_size;
   const int64_t row_bytes = w.cols * w.bits / 8;
   const int64_t quads = row_bytes / 4;  // 32-bit words of a row
   const std::size_t es = dtype_size(w.scale_dtype);
   const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+  for (int64_t blk = block0; blk < block1; ++blk) {
     uint8_t* dst = codes + blk * 16 * row_bytes;
     int64_t k0 = 0;
 #ifdef HEARTH_CPU_VNNI

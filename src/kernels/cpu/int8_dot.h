@@ -35,7 +35,12 @@ struct Rows16Bytes {
   std::size_t side = 0;  // scales, and again biases
 };
 Rows16Bytes rows16_bytes(const WeightMatrix& w);
+// Fills the whole layout (codes, scales and biases sized by rows16_bytes). The _blocks form
+// fills only 16-row blocks [block0, block1) of it: a loader can release the source rows it
+// has read before it reads the next (no second copy of a whole matrix at any time).
 void interleave_rows16(const WeightMatrix& w, uint8_t* codes, void* scales, void* biases);
+void interleave_rows16_blocks(const WeightMatrix& w, int64_t block0, int64_t block1, uint8_t* codes,
+                              void* scales, void* biases);
 
 // y[m, w.rows] = x[m, w.cols] · wᵀ with x quantized to int8 per group of w.group_size:
 // for each group, y += s·d·Σ(q·xq) + b·Σx (s, b: the weight group's scale and bias; d: the

@@ -321,13 +321,25 @@ void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) 
     } else {
       const int64_t groups = w.cols / w.group_size;
       const int per_word = 32 / w.bits;
+      const int64_t row_words = w.cols / per_word;
       const uint32_t mask = (1u << w.bits) - 1u;
-      const auto* words = static_cast<const uint32_t*>(w.data) + r * (w.cols / per_word);
+      // Row-major codes and side tensors, or (released after prepare_rows16) the rows16 copy:
+      // word k of row r at [r / 16][k][r % 16], group g's scale at [r / 16][g][r % 16].
+      const bool interleaved = w.data == nullptr && w.rows16 != nullptr;
+      const int64_t block = r / 16;
+      const int64_t lane = r % 16;
+      const int64_t stride = interleaved ? 16 : 1;
+      const auto* words =
+          interleaved ? static_cast<const uint32_t*>(w.rows16) + block * row_words * 16 + lane
+                      : static_cast<const uint32_t*>(w.data) + r * row_words;
+      const void* scales = interleaved ? w.rows16_scales : w.scales;
+      const void* biases = interleaved ? w.rows16_biases : w.biases;
+      const int64_t side0 = interleaved ? block * groups * 16 + lane : r * groups;
       for (int64_t g = 0; g < groups; ++g) {
-        float s = read_scalar(w.scales, w.scale_dtype, r * groups + g);
-        float b = read_scalar(w.biases, w.scale_dtype, r * groups + g);
+        float s = read_scalar(scales, w.scale_dtype, side0 + g * stride);
+        float b = read_scalar(biases, w.scale_dtype, side0 + g * stride);
         for (int64_t c = g * w.group_size; c < (g + 1) * w.group_size; ++c) {
-          uint32_t q = (words[c / per_word] >> ((c % per_word) * w.bits)) & mask;
+          uint32_t q = (words[(c / per_word) * stride] >> ((c % per_word) * w.bits)) & mask;
           o[c] = s * static_cast<float>(q) + b;
         }
       }

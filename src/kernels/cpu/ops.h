@@ -40,7 +40,8 @@ void paged_attention(CpuContext& ctx, const PagedAttentionArgs& args);
 // x[i] += y[i] for i < n (the residual adds), over the pool for large n.
 void add_inplace(CpuContext& ctx, float* x, const float* y, int64_t n);
 
-// Dequantizes / converts rows [r0, r1) of w to f32: out [(r1 - r0), w.cols].
+// Dequantizes / converts rows [r0, r1) of w to f32: out [(r1 - r0), w.cols]. A quantized w
+// whose row-major codes were released reads its rows16 copy (the same values, the same bits).
 void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out);
 
 }  // namespace hearth::kernels::cpu

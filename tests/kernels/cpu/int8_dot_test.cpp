@@ -205,6 +205,24 @@ TEST_P(Int8DotTest, GemmFromRows16IsBitwiseTheSame) {
   }
 }
 
+// A tied embedding gathers token rows from the rows16 copy once the row-major codes are
+// released: every row (the last block's too, rows not a multiple of 16) as the original's.
+TEST_P(Int8DotTest, RowsGatheredFromRows16AreBitwiseTheSame) {
+  const Case c = GetParam();
+  Quantized qm(c);
+  const WeightMatrix w16 = qm.with_rows16();
+  std::vector<float> plain(static_cast<std::size_t>(c.rows * c.cols), NAN);
+  std::vector<float> from16(plain.size(), NAN);
+  cpu::weight_rows_f32(qm.w, 0, c.rows, plain.data());
+  for (int64_t r = c.rows; r-- > 0;) {  // one row a call, last first
+    cpu::weight_rows_f32(w16, r, r + 1, from16.data() + r * c.cols);
+  }
+  for (int64_t k = 0; k < c.rows * c.cols; ++k) {
+    ASSERT_EQ(std::memcmp(&plain[k], &from16[k], sizeof(float)), 0)
+        << "row " << k / c.cols << " col " << k % c.cols << ": " << plain[k] << " vs " << from16[k];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Int8DotTest,
     ::testing::Values(
