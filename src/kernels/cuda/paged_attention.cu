@@ -108,7 +108,7 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 // permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
 // fragments of O^T[16 dims x 8 heads] += V^T · P^T. Wide blocks (kWideWarps) run only in
 // grids of at most half the multiprocessors: one a multiprocessor, all its registers.
-template <int kHeadDim, int kW>
+template <int kHeadDim, int kW, bool kPrefetchNext = false>
 __global__ void __launch_bounds__(kW * 32,
                                   kW == kWideWarps
                                       ? 1
@@ -254,6 +254,23 @@ __global__ void __launch_bounds__(kW * 32,
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
 
+  // kPrefetchNext: K/V rows are pulled into L2 two steps ahead (the step after next), once the
+  // scores of this step are done (K's registers are free then; its block-table entry is
+  // read there too, a cache hit after the next step's). Lane (g, tq) pulls line tq % 2 (128 bytes)
+  // of key g (tq < 2) or g + 8: a row of 128 dims is two lines. The prologue pulls the second step.
+  auto prefetch_rows = [&](int j, int e) {
+    if (j < s_hi) {
+      const int64_t off =
+          (static_cast<int64_t>(e) * a.block_size + j % a.block_size) * slot_stride +
+          (tq % 2) * 64 - kDl * tq;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(k_base + off));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(v_base + off));
+    }
+  };
+  if constexpr (!kEarlyRows && kPrefetchNext) {
+    const int j = (tq < 2 ? tile0 + g : tile0 + g + 8) + kStride;
+    prefetch_rows(j, entry(j));
+  }
   for (int tile = tile0; tile < s_hi; tile += kStride) {
     const int j0 = tile + g;
     const int j1 = j0 + 8;
@@ -275,6 +292,10 @@ __global__ void __launch_bounds__(kW * 32,
         mma_16816(s, r0[2 * h], r1[2 * h], r0[2 * h + 1], r1[2 * h + 1], qb[c * kHalves + h][0],
                   qb[c * kHalves + h][1]);
       }
+    }
+    if constexpr (!kEarlyRows && kPrefetchNext) {
+      const int j = (tq < 2 ? j0 : j1) + 2 * kStride;
+      prefetch_rows(j, entry(j));
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -488,6 +509,12 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
     launched = detail::launch_kernel(decode_kernel < kHeadDim, kWideOk ? kWideWarps : kWarps >,
                                      grid, dim3(kWideWarps * 32), 0, stream, a.pdl, a, partial_o,
                                      partial_ml, skip_q_len);
+  } else if (kHeadDim == 128 && a.prefetch_next_step) {
+    // Its own instantiation (head_dim 128 only, the form under test): the prefetch's
+    // addresses cost the default form registers it spilled (ptxas: 8 -> 60 bytes).
+    launched = detail::launch_kernel(decode_kernel<kHeadDim, kWarps, kHeadDim == 128>, grid,
+                                     dim3(kWarps * 32), 0, stream, a.pdl, a, partial_o, partial_ml,
+                                     skip_q_len);
   } else {
     launched = detail::launch_kernel(decode_kernel<kHeadDim, kWarps>, grid, dim3(kWarps * 32), 0,
                                      stream, a.pdl, a, partial_o, partial_ml, skip_q_len);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,14 +27,18 @@ struct Case {
   DType scale_dtype;
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const Case& c = info.param;
+std::string describe(const Case& c) {
   char buf[96];
   std::snprintf(buf, sizeof(buf), "r%lld_k%lld_m%lld_g%d_b%d_%s", static_cast<long long>(c.rows),
                 static_cast<long long>(c.cols), static_cast<long long>(c.m), c.group, c.bits,
                 std::string(dtype_name(c.scale_dtype)).c_str());
   return buf;
 }
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) { return describe(info.param); }
+
+// gtest prints a parameter it cannot print as its bytes, padding included (uninitialised).
+void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
 
 std::vector<float> random_vec(int64_t n, uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);

@@ -5,6 +5,7 @@
 // the features).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <utility>
 
@@ -190,6 +191,17 @@ void check_attention(AttentionFixture& test, const Batch& seqs, const AttnCase& 
     ASSERT_NEAR(got[i], want[i], magnitude[i] / 128.0 + std::abs(want[i]) / 256.0 + 1e-6)
         << "element " << i << " (token " << i / row << ", head " << (i % row) / c.head_dim
         << ", dim " << i % c.head_dim << "), splits " << splits;
+  }
+  // The next step's K/V rows pulled into L2 (prefetch_next_step): the same bits.
+  DeviceBuffer dout2 = test.poisoned<Bf16>(tokens * ld_out);
+  a.out = dout2.as<Bf16>();
+  a.prefetch_next_step = true;
+  ASSERT_EQ(paged_attention(a, test.ctx_->stream()), cudaSuccess);
+  const auto first = test.download<Bf16>(dout, tokens * ld_out);
+  const auto again = test.download<Bf16>(dout2, tokens * ld_out);
+  for (int t = 0; t < tokens; ++t) {
+    ASSERT_EQ(std::memcmp(&first[t * ld_out], &again[t * ld_out], row * sizeof(Bf16)), 0)
+        << "prefetch_next_step changed token " << t << "'s output";
   }
 }
 
