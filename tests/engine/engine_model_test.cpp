@@ -1,13 +1,17 @@
 // The engine over the real CPU backend and the tiny transformers fixtures: greedy output of
 // a request is the same run alone, inside a batch of 16 mixed-length requests, and after a
 // prefix-cache hit; and the alone run equals transformers' own greedy tokens (goldens.json).
+// Also the quantized fixture as the CLI runs it by default on an AVX512-VNNI CPU (int8
+// activations, batch-invariant codes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "kernels/cpu/int8_dot.h"
 #include "models/model.h"
 #include "recording_sink.h"
 
@@ -26,8 +30,14 @@ const nlohmann::json& goldens() {
   return g;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& dir, EngineOptions options) {
-  auto model = load_model(kFixtures + "/" + dir, LoadOptions{1, KernelKind::kCpu});
+// int8: the CLI's CPU default for a quantized model on an AVX512-VNNI machine (--cpu-int8-dot
+// on, --batch-invariant auto = on): int8 activations, codes interleaved by 16 rows.
+std::unique_ptr<Engine> make_engine(const std::string& dir, EngineOptions options,
+                                    bool int8 = false) {
+  LoadOptions load{1, KernelKind::kCpu};
+  load.cpu_int8_dot = int8;
+  load.batch_invariant = int8;
+  auto model = load_model(kFixtures + "/" + dir, load);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return nullptr;
   auto engine = Engine::create(std::move(model).value(), options);
@@ -81,14 +91,24 @@ std::vector<std::shared_ptr<RecordingSink>> run_all(Engine& engine, const std::v
   return sinks;
 }
 
-class EngineOnCpu : public ::testing::TestWithParam<std::string> {};
+struct EngineCase {
+  std::string variant;  // goldens.json's
+  bool int8 = false;    // make_engine's int8
+};
+
+class EngineOnCpu : public ::testing::TestWithParam<EngineCase> {};
 
 TEST_P(EngineOnCpu, GreedyIsIdenticalAloneBatchedAndAfterPrefixHit) {
-  const std::string name = GetParam();
-  const nlohmann::json& g = goldens()["variants"][name];
+  const std::string name = GetParam().variant + (GetParam().int8 ? " int8" : "");
+  const bool int8 = GetParam().int8;
+  if (int8 && !kernels::cpu::int8_dot_available()) {
+    GTEST_SKIP() << "no AVX512-VNNI int8 kernels on this CPU/build";
+  }
+  const nlohmann::json& g = goldens()["variants"][GetParam().variant];
 
   // Alone: one request at a time, no prefix cache, small blocks.
-  auto serial = make_engine(g["dir"], {.max_batch = 1, .block_size = 4, .prompt_cache_gb = 0});
+  auto serial =
+      make_engine(g["dir"], {.max_batch = 1, .block_size = 4, .prompt_cache_gb = 0}, int8);
   ASSERT_NE(serial, nullptr);
   const int32_t vocab = serial->model().config().vocab_size;
 
@@ -96,6 +116,7 @@ TEST_P(EngineOnCpu, GreedyIsIdenticalAloneBatchedAndAfterPrefixHit) {
   auto golden_prompt =
       goldens()["prompts"][g["greedy_prompt"].get<int>()]["ids"].get<std::vector<int32_t>>();
   auto golden_tokens = g["greedy_tokens"].get<std::vector<int32_t>>();
+  // (int8 activations too: the fixture's greedy margins are 33 or more.)
   auto golden = run_all(*serial, {{golden_prompt, static_cast<int>(golden_tokens.size())}});
   EXPECT_EQ(golden[0]->tokens(), golden_tokens) << name << ": engine vs transformers";
 
@@ -106,7 +127,7 @@ TEST_P(EngineOnCpu, GreedyIsIdenticalAloneBatchedAndAfterPrefixHit) {
 
   // Batched: all 16 at once, chunked prefill (small token budget), shared stems.
   auto batched =
-      make_engine(g["dir"], {.max_batch = 16, .max_batched_tokens = 48, .block_size = 4});
+      make_engine(g["dir"], {.max_batch = 16, .max_batched_tokens = 48, .block_size = 4}, int8);
   ASSERT_NE(batched, nullptr);
   auto sinks = run_all(*batched, jobs);
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -130,10 +151,11 @@ TEST_P(EngineOnCpu, GreedyIsIdenticalAloneBatchedAndAfterPrefixHit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineOnCpu,
-                         ::testing::Values("llama-f32", "mistral-f32", "qwen2-f32", "qwen3-f32",
-                                           "qwen3-mlx"),
+                         ::testing::Values(EngineCase{"llama-f32"}, EngineCase{"mistral-f32"},
+                                           EngineCase{"qwen2-f32"}, EngineCase{"qwen3-f32"},
+                                           EngineCase{"qwen3-mlx"}, EngineCase{"qwen3-mlx", true}),
                          [](const auto& info) {
-                           std::string n = info.param;
+                           std::string n = info.param.variant + (info.param.int8 ? "_int8" : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

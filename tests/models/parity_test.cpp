@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "base/mapped_file.h"
+#include "common/batch_invariance_check.h"
 #include "common/model_runner.h"
 #include "kernels/cpu/int8_dot.h"
 #include "models/model.h"
@@ -207,6 +208,32 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizedParity,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// --batch-invariant on the CPU (the CLI's default there, with --cpu-int8-dot on): a quantized
+// model's logits are the same bits whatever shares the step (4- and 8-bit, the tied qwen3-mlx
+// fixture, whose embedding gathers from the interleaved codes). Without the flag the decode
+// rows sum in another order than the GEMM's and this fails.
+TEST(CpuBatchInvariance, QuantizedLogitsAreBitIdentical) {
+  if (!kernels::cpu::int8_dot_available()) GTEST_SKIP() << "no AVX512-VNNI int8 kernels here";
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& p : goldens()["prompts"])
+    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
+  std::vector<std::string> dirs = {kFixtures + "/qwen3-mlx"};
+  for (const QuantSpec spec : {QuantSpec{4, 32}, QuantSpec{8, 64}}) {
+    const std::string dir =
+        std::string(HEARTH_BINARY_DIR) + "/fixtures/invariance-llama-q" + std::to_string(spec.bits);
+    Status st = quantize_model_dir(kFixtures + "/llama-f32", dir, spec, DType::kBF16);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    dirs.push_back(dir);
+  }
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    auto model = load(dir, KernelKind::kCpu, true, true);
+    ASSERT_NE(model, nullptr);
+    EXPECT_NE(model->describe().find("batch-invariant"), std::string::npos) << model->describe();
+    tests::expect_batch_invariant_logits(*model, prompts);
+  }
+}
 
 // Several sequences (prefill chunks and decode rows) in one forward call must give each
 // sequence the logits it gets alone.

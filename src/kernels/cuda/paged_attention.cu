@@ -254,10 +254,10 @@ __global__ void __launch_bounds__(kW * 32,
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
 
-  // kPrefetchNext: K/V rows are pulled into L2 two steps ahead (the step after next), once the
-  // scores of this step are done (K's registers are free then; its block-table entry is
-  // read there too, a cache hit after the next step's). Lane (g, tq) pulls line tq % 2 (128 bytes)
-  // of key g (tq < 2) or g + 8: a row of 128 dims is two lines. The prologue pulls the second step.
+  // kPrefetchNext: K/V rows are pulled into L2 two steps ahead (the step after next) once this
+  // step's scores are done (K's registers are free then; the block-table entry read there is
+  // a cache hit after the next step's). Lane (g, tq) pulls line tq % 2 (128 bytes) of key g
+  // (tq < 2) or g + 8: a row of 128 dims is two lines. The prologue pulls the second step.
   auto prefetch_rows = [&](int j, int e) {
     if (j < s_hi) {
       const int64_t off =
@@ -510,8 +510,8 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
                                      grid, dim3(kWideWarps * 32), 0, stream, a.pdl, a, partial_o,
                                      partial_ml, skip_q_len);
   } else if (kHeadDim == 128 && a.prefetch_next_step) {
-    // Its own instantiation (head_dim 128 only, the form under test): the prefetch's
-    // addresses cost the default form registers it spilled (ptxas: 8 -> 60 bytes).
+    // Its own instantiation (head_dim 128 only, the form under test): compiled into the
+    // default form, the prefetch's address arithmetic made ptxas spill 60 bytes (8 without).
     launched = detail::launch_kernel(decode_kernel<kHeadDim, kWarps, kHeadDim == 128>, grid,
                                      dim3(kWarps * 32), 0, stream, a.pdl, a, partial_o, partial_ml,
                                      skip_q_len);

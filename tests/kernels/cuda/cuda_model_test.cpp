@@ -20,6 +20,7 @@
 #include <random>
 
 #include "base/mapped_file.h"
+#include "common/batch_invariance_check.h"
 #include "common/model_runner.h"
 #include "engine/engine.h"
 #include "kernels/cuda/device_context.h"
@@ -493,6 +494,9 @@ TEST(CudaModel, MixedBatchEqualsSeparateRuns) {
 // other prompts (4-74 tokens: decode-kernel rows and what the tiled path would take); a decode
 // row is the same bits alone and beside a 74-token prefill.
 TEST(CudaModel, BatchInvariantLogitsAreBitIdentical) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& p : goldens()["prompts"])
+    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
   for (const char* variant : {"llama-bf16", "qwen3-bf16"}) {
     SCOPED_TRACE(variant);
     const json& g = goldens()["variants"][variant];
@@ -500,85 +504,9 @@ TEST(CudaModel, BatchInvariantLogitsAreBitIdentical) {
     options.batch_invariant = true;
     auto model = load_cuda_model(kFixtures + "/" + g["dir"].get<std::string>(), options);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
-    Model& m = **model;
-    EXPECT_NE(m.describe().find("batch-invariant"), std::string::npos) << m.describe();
-    constexpr int kBlock = 4;
-    ASSERT_TRUE(m.create_kv_cache(512, kBlock).ok());
-    const int vocab = m.config().vocab_size;
-    std::deque<std::vector<int32_t>> tables;  // SequenceSlice holds spans into these
-    int next_block = 0;
-    auto fresh_table = [&](int tokens) -> std::span<const int32_t> {
-      std::vector<int32_t> t((tokens + kBlock - 1) / kBlock);
-      std::iota(t.begin(), t.end(), next_block);
-      next_block += static_cast<int>(t.size());
-      EXPECT_LE(next_block, 512);
-      return tables.emplace_back(std::move(t));
-    };
-    auto run = [&](const std::vector<SequenceSlice>& seqs, const std::vector<int32_t>& tokens,
-                   const std::vector<int32_t>& positions, const std::vector<int32_t>& rows) {
-      std::vector<float> logits(rows.size() * vocab);
-      Status st = m.forward(ForwardBatch{tokens, positions, seqs, rows}, logits);
-      EXPECT_TRUE(st.ok()) << st.to_string();
-      return logits;
-    };
-    auto slice_of = [](const std::vector<float>& all, int r, int vocab_size) {
-      return std::vector<float>(all.begin() + std::size_t(r) * vocab_size,
-                                all.begin() + std::size_t(r + 1) * vocab_size);
-    };
-    const json& prompts = goldens()["prompts"];
-    std::vector<std::vector<int32_t>> ids;
-    for (const json& p : prompts) ids.push_back(p["ids"].get<std::vector<int32_t>>());
-    auto iota_from = [](int from, int count) {
-      std::vector<int32_t> v(count);
-      std::iota(v.begin(), v.end(), from);
-      return v;
-    };
-    std::vector<std::vector<float>> alone;
-    for (const auto& p : ids) {
-      const int len = static_cast<int>(p.size());
-      alone.push_back(run({{0, len, 0, fresh_table(len + 1)}}, p, iota_from(0, len), {len - 1}));
-    }
-    // In chunks of 5 tokens.
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const int len = static_cast<int>(ids[i].size());
-      std::span<const int32_t> table = fresh_table(len);
-      std::vector<float> last;
-      for (int c0 = 0; c0 < len; c0 += 5) {
-        const int count = std::min(5, len - c0);
-        std::vector<int32_t> chunk(ids[i].begin() + c0, ids[i].begin() + c0 + count);
-        last = run({{0, count, c0, table}}, chunk, iota_from(c0, count), {count - 1});
-      }
-      EXPECT_EQ(last, alone[i]) << "prompt " << i << " in chunks of 5";
-    }
-    // All prompts in one step.
-    std::vector<SequenceSlice> seqs;
-    std::vector<int32_t> tokens, positions, rows;
-    for (const auto& p : ids) {
-      const int len = static_cast<int>(p.size());
-      seqs.push_back({static_cast<int32_t>(tokens.size()), len, 0, fresh_table(len)});
-      tokens.insert(tokens.end(), p.begin(), p.end());
-      const std::vector<int32_t> pos = iota_from(0, len);
-      positions.insert(positions.end(), pos.begin(), pos.end());
-      rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    }
-    const std::vector<float> together = run(seqs, tokens, positions, rows);
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      EXPECT_EQ(slice_of(together, static_cast<int>(i), vocab), alone[i]) << "prompt " << i;
-    }
-    // A decode row of prompt 1 (its alone run's blocks), alone and beside a prefill.
-    const int len1 = static_cast<int>(ids[1].size());
-    const SequenceSlice decode{0, 1, len1, tables[1]};
-    const std::vector<float> decode_alone = run({decode}, {7}, {len1}, {0});
-    const int len3 = static_cast<int>(ids[3].size());
-    std::vector<int32_t> mixed_tokens = ids[3];
-    mixed_tokens.push_back(7);
-    std::vector<int32_t> mixed_pos = iota_from(0, len3);
-    mixed_pos.push_back(len1);
-    SequenceSlice decode_second = decode;
-    decode_second.first_token = len3;
-    const std::vector<float> mixed =
-        run({{0, len3, 0, fresh_table(len3)}, decode_second}, mixed_tokens, mixed_pos, {len3});
-    EXPECT_EQ(mixed, decode_alone) << "decode row beside a prefill";
+    EXPECT_NE((*model)->describe().find("batch-invariant"), std::string::npos)
+        << (*model)->describe();
+    tests::expect_batch_invariant_logits(**model, prompts);
   }
 }
 
