@@ -67,12 +67,16 @@ GemmBf16::Key GemmBf16::key_of(const GemmShape& s) {
 
 GemmBf16Options GemmBf16Options::from_env() {
   GemmBf16Options options;
-  if (const char* batched = std::getenv("HEARTH_INVARIANT_BATCHED");
-      batched != nullptr && *batched != '\0') {
-    if (std::strcmp(batched, "0") == 0 || std::strcmp(batched, "1") == 0) {
-      options.invariant_batched = *batched == '1';
+  if (const char* form = std::getenv("HEARTH_INVARIANT_GEMM"); form != nullptr && *form != '\0') {
+    if (std::strcmp(form, "blocks") == 0) {
+      options.invariant_form = GemmBf16Options::InvariantForm::kBlocks;
+    } else if (std::strcmp(form, "batched") == 0) {
+      options.invariant_form = GemmBf16Options::InvariantForm::kBatched;
+    } else if (std::strcmp(form, "single") == 0) {
+      options.invariant_form = GemmBf16Options::InvariantForm::kSingle;
     } else {
-      spdlog::warn("HEARTH_INVARIANT_BATCHED={} is not 0 or 1; keeping one batched call", batched);
+      spdlog::warn("HEARTH_INVARIANT_GEMM={} is not blocks, batched or single; keeping batched",
+                   form);
     }
   }
   const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
@@ -198,14 +202,19 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
   const float beta = s.accumulate ? 1.0f : 0.0f;
   const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
   const int blocks = (s.m + kInvariantRows - 1) / kInvariantRows;
-  if (blocks > 1 && options_.invariant_batched) {
-    HEARTH_ASSIGN_OR_RETURN(const Batched* b, batched_for(block, *plan, blocks));
+  if (blocks > 1 && options_.invariant_form != GemmBf16Options::InvariantForm::kBlocks) {
+    // kBatched: the blocks as a strided batch; kSingle: all their rows as one shape.
+    const bool single = options_.invariant_form == GemmBf16Options::InvariantForm::kSingle;
+    GemmShape shape = block;
+    if (single) shape.m = blocks * kInvariantRows;
+    HEARTH_ASSIGN_OR_RETURN(const Batched* b, batched_for(shape, *plan, single ? 1 : blocks));
     if (b->usable) {
       return cublas_status(
           cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, b->a, x, b->b, &beta, y, b->c, y,
                          b->c, &plan->algos[plan->chosen], ctx_->workspace(),
                          ctx_->workspace_size(), ctx_->stream()),
-          "bf16 GEMM (batch-invariant, batched)");
+          single ? "bf16 GEMM (batch-invariant, one call)"
+                 : "bf16 GEMM (batch-invariant, batched)");
     }
   }
   for (int r = 0; r < s.m; r += kInvariantRows) {

@@ -45,11 +45,18 @@ struct GemmBf16Options {
   // shape of w (not on m or on the row's place). The caller's x and y must hold
   // ceil(m / kInvariantRows) * kInvariantRows rows: rows past m are read and written.
   bool batch_invariant = false;
-  // Batch-invariant calls of several blocks as one strided-batched cuBLASLt call (w shared,
-  // stride 0) with the block plan's algorithm, where cuBLASLt accepts it: the same kernel on
-  // the same blocks, so the same bits (gtest), and faster (8B on the H200: 256 rows 1.06x, a
-  // 4096-token prefill 1.09x). from_env: HEARTH_INVARIANT_BATCHED=0 keeps a call a block.
-  bool invariant_batched = true;
+  // How a batch-invariant call of several blocks runs, always with the block plan's algorithm
+  // (from_env: HEARTH_INVARIANT_GEMM=blocks|batched|single):
+  // - kBlocks: one cuBLASLt call a block;
+  // - kBatched (default): one strided-batched call (w shared, stride 0), where cuBLASLt accepts
+  //   the algorithm on it: the same kernel on the same blocks, so the same bits (gtest), and
+  //   faster (8B on the H200: 256 rows 1.06x, a 4096-token prefill 1.09x);
+  // - kSingle: one plain call over all the blocks' rows, where cuBLASLt accepts the algorithm
+  //   on that shape. The same bits only if the algorithm's per-row sums do not depend on the
+  //   row count (a stream-K kernel's would): not yet checked on a device (the invariance gtest
+  //   runs every form), so not the default.
+  enum class InvariantForm { kBlocks, kBatched, kSingle };
+  InvariantForm invariant_form = InvariantForm::kBatched;
   static GemmBf16Options from_env();
 };
 
@@ -91,15 +98,16 @@ class GemmBf16 {
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, bool>;
   static Key key_of(const GemmShape& shape);
   Result<Plan*> plan_for(const GemmShape& shape);
-  // A block plan's layouts as a strided batch of `blocks` (x and y blocks kInvariantRows rows
-  // apart, w shared); usable when cuBLASLt accepts the plan's chosen algorithm on them.
+  // A plan's layouts for `shape` as a strided batch of `blocks` (x and y blocks shape.m rows
+  // apart, w shared; blocks = 1: one plain call of shape); usable when cuBLASLt accepts the
+  // plan's chosen algorithm on them.
   struct Batched {
     cublasLtMatrixLayout_t a = nullptr;
     cublasLtMatrixLayout_t b = nullptr;
     cublasLtMatrixLayout_t c = nullptr;
     bool usable = false;
   };
-  Result<const Batched*> batched_for(const GemmShape& block, const Plan& plan, int blocks);
+  Result<const Batched*> batched_for(const GemmShape& shape, const Plan& plan, int blocks);
   // The batch-invariant form of run(): blocks of kInvariantRows rows through one plan.
   Status run_invariant(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w,
                        void* y);

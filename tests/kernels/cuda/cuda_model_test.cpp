@@ -364,11 +364,14 @@ TEST(CudaModel, BatchInvariantGemmRowsDoNotDependOnTheCall) {
   auto ctx = cuda::DeviceContext::create({});
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   cuda::GemmBf16 reference(**ctx, cuda::GemmBf16Options{});
-  for (const bool batched : {false, true}) {
-    SCOPED_TRACE(batched ? "blocks as one strided batch" : "a call a block");
+  using Form = cuda::GemmBf16Options::InvariantForm;
+  for (const Form form : {Form::kBlocks, Form::kBatched, Form::kSingle}) {
+    SCOPED_TRACE(form == Form::kBlocks    ? "a call a block"
+                 : form == Form::kBatched ? "blocks as one strided batch"
+                                          : "one call over every block's rows");
     cuda::GemmBf16Options invariant_options;
     invariant_options.batch_invariant = true;
-    invariant_options.invariant_batched = batched;
+    invariant_options.invariant_form = form;
     cuda::GemmBf16 invariant(**ctx, invariant_options);
     constexpr int kRows = 300, kPadded = 384;  // room for a 5-row shift plus a whole last block
     struct Case {
