@@ -150,6 +150,38 @@ void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Works
     }
   }
 
+  // Row invariance (is a row's result the same bits whatever the row count?): the first m rows
+  // of x at m = 1, 16, 37, 64, 100 against the same rows of a 128-row call, f32 outputs, for
+  // wgmma_gemm (its k order and split points depend on n and k only; the wgmma's N does on m)
+  // and for GemmBf16's default route (the GEMV at m <= 8, else cuBLASLt, which picks its kernel
+  // by m). A "yes" for wgmma makes it a candidate
+  // for a batch-invariant decode path that needs no 64-row padding.
+  if (checks) {
+    auto rows_of = [&](auto&& run_m, int m) {
+      CK(cudaMemsetAsync(yf, 0, size_t(kMaxRows) * s.n * 4, st));
+      run_m(m);
+      CK(cudaStreamSynchronize(st));
+      return to_host_f32(yf, size_t(m) * s.n);
+    };
+    auto wgmma_m = [&](int m) {
+      CK(wgmma_gemm(make_args(m, s.n, s.k, x, w, yf, true, sm, false, 0, ws), st));
+    };
+    auto cublas_m = [&](int m) {
+      CK(gemm.run(GemmShape{m, s.n, s.k, s.k, s.k, s.n, GemmOut::kF32, false}, x, w, yf));
+    };
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float> whole = which == 0 ? rows_of(wgmma_m, 128) : rows_of(cublas_m, 128);
+      std::string line;
+      for (int m : {1, 16, 37, 64, 100}) {
+        const std::vector<float> part = which == 0 ? rows_of(wgmma_m, m) : rows_of(cublas_m, m);
+        const bool same = std::memcmp(part.data(), whole.data(), part.size() * 4) == 0;
+        line += " m=" + std::to_string(m) + (same ? " same" : " DIFFERENT");
+      }
+      std::printf("  row invariance vs m=128, %s:%s\n", which == 0 ? "wgmma" : "default route",
+                  line.c_str());
+    }
+  }
+
   const char* only_m = std::getenv("LAB_M");  // one row count alone (profiling)
   for (int m : {8, 16, 32, 64, 128, 256}) {
     if (only_m != nullptr && m != std::atoi(only_m)) continue;
