@@ -2,6 +2,7 @@
 // terms, Yc[n, m] = Wc[k, n]ᵀ · Xc[k, m]: A = w (transposed), B = x, C = D = y.
 #include "kernels/cuda/gemm_bf16.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -74,9 +75,12 @@ GemmBf16Options GemmBf16Options::from_env() {
       options.invariant_form = GemmBf16Options::InvariantForm::kBatched;
     } else if (std::strcmp(form, "single") == 0) {
       options.invariant_form = GemmBf16Options::InvariantForm::kSingle;
+    } else if (std::strcmp(form, "wgmma") == 0) {
+      options.invariant_form = GemmBf16Options::InvariantForm::kWgmma;
     } else {
-      spdlog::warn("HEARTH_INVARIANT_GEMM={} is not blocks, batched or single; keeping batched",
-                   form);
+      spdlog::warn(
+          "HEARTH_INVARIANT_GEMM={} is not blocks, batched, single or wgmma; keeping batched",
+          form);
     }
   }
   const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
@@ -94,7 +98,9 @@ GemmBf16Options GemmBf16Options::from_env() {
 bool wgmma_gemm_routed(int m) { return m >= kWgmmaMinRoutedRows && m <= kWgmmaMaxRows; }
 
 GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), options_(options) {
-  if (options_.wgmma && ctx.properties().major == 9) {
+  const bool invariant_wgmma =
+      options_.batch_invariant && options_.invariant_form == GemmBf16Options::InvariantForm::kWgmma;
+  if ((options_.wgmma || invariant_wgmma) && ctx.properties().major == 9) {
     wgmma_counters_ = zeroed_counters(ctx, kWgmmaCounters, "wgmma GEMM counters");
   }
 }
@@ -162,27 +168,8 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
         "bf16 GEMV");
   }
   if (wgmma_counters_.data() != nullptr && wgmma_gemm_routed(s.m)) {
-    WgmmaGemmArgs a;
-    a.x = x;
-    a.ldx = s.ldx;
-    a.w = w;
-    a.ldw = s.ldw;
-    a.y = y;
-    a.ldy = s.ldy;
-    a.y_f32 = s.out == GemmOut::kF32;
-    a.accumulate = s.accumulate;
-    a.m = s.m;
-    a.n = s.n;
-    a.k = s.k;
-    a.sm_count = ctx_->properties().multiProcessorCount;
-    a.pdl = true;  // the first stages' weight loads overlap the previous kernel's tail
-    a.partials = static_cast<float*>(ctx_->workspace());
-    a.counters = wgmma_counters_.as<unsigned>();
-    const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
-    if (wgmma_gemm_supported(a, ctx_->properties().major) && plan.counters <= kWgmmaCounters &&
-        plan.partial_floats * sizeof(float) <= ctx_->workspace_size()) {
-      return cuda_status(wgmma_gemm(a, ctx_->stream()), "wgmma bf16 GEMM");
-    }
+    HEARTH_ASSIGN_OR_RETURN(const bool ran, run_wgmma(s, x, w, y));
+    if (ran) return ok_status();
   }
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s));
   float alpha = 1.0f;
@@ -193,8 +180,52 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
                        "bf16 GEMM");
 }
 
+Result<bool> GemmBf16::run_wgmma(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                 void* y) {
+  if (wgmma_counters_.data() == nullptr) return false;
+  WgmmaGemmArgs a;
+  a.x = x;
+  a.ldx = s.ldx;
+  a.w = w;
+  a.ldw = s.ldw;
+  a.y = y;
+  a.ldy = s.ldy;
+  a.y_f32 = s.out == GemmOut::kF32;
+  a.accumulate = s.accumulate;
+  a.m = s.m;
+  a.n = s.n;
+  a.k = s.k;
+  a.sm_count = ctx_->properties().multiProcessorCount;
+  a.pdl = true;  // the first stages' weight loads overlap the previous kernel's tail
+  a.partials = static_cast<float*>(ctx_->workspace());
+  a.counters = wgmma_counters_.as<unsigned>();
+  const WgmmaGemmPlan plan = wgmma_gemm_plan(a);
+  if (!wgmma_gemm_supported(a, ctx_->properties().major) || plan.counters > kWgmmaCounters ||
+      plan.partial_floats * sizeof(float) > ctx_->workspace_size()) {
+    return false;
+  }
+  HEARTH_RETURN_IF_ERROR(cuda_status(wgmma_gemm(a, ctx_->stream()), "wgmma bf16 GEMM"));
+  return true;
+}
+
 Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                void* y) {
+  if (options_.invariant_form == GemmBf16Options::InvariantForm::kWgmma &&
+      wgmma_counters_.data() != nullptr) {
+    // Calls of up to kWgmmaMaxRows rows; whether this shape takes the kernel does not depend
+    // on the row count, so every call of the shape takes the same route.
+    const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
+    bool ran = true;
+    for (int r = 0; r < s.m && ran; r += kWgmmaMaxRows) {
+      GemmShape part = s;
+      part.m = std::min(kWgmmaMaxRows, s.m - r);
+      HEARTH_ASSIGN_OR_RETURN(
+          ran, run_wgmma(part, x + static_cast<int64_t>(r) * s.ldx, w,
+                         static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size));
+      if (!ran && r > 0) return internal_error("wgmma GEMM refused a part of a call");
+    }
+    if (ran) return ok_status();
+  }
   GemmShape block = s;
   block.m = kInvariantRows;
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(block));

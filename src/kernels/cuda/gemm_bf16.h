@@ -54,8 +54,13 @@ struct GemmBf16Options {
   // - kSingle: one plain call over all the blocks' rows, where cuBLASLt accepts the algorithm
   //   on that shape. The same bits only if the algorithm's per-row sums do not depend on the
   //   row count (a stream-K kernel's would): not yet checked on a device (the invariance gtest
-  //   runs every form), so not the default.
-  enum class InvariantForm { kBlocks, kBatched, kSingle };
+  //   runs every form), so not the default;
+  // - kWgmma (sm_90; HEARTH_INVARIANT_GEMM=wgmma): wgmma_gemm in calls of up to kWgmmaMaxRows
+  //   rows, no padding needed: its k order and split points depend only on n and k, so a row's
+  //   bits depend on the row count only if the wgmma's N (16-128, from m) changes them: not
+  //   yet checked on a device (the gtest and lab_wgmma_gemm's row-invariance probe do). Other
+  //   devices fall back to kBatched.
+  enum class InvariantForm { kBlocks, kBatched, kSingle, kWgmma };
   InvariantForm invariant_form = InvariantForm::kBatched;
   static GemmBf16Options from_env();
 };
@@ -108,6 +113,10 @@ class GemmBf16 {
     bool usable = false;
   };
   Result<const Batched*> batched_for(const GemmShape& shape, const Plan& plan, int blocks);
+  // wgmma_gemm on s when this device and shape take it (counters and workspace suffice):
+  // true once launched, false when the caller should take another route.
+  Result<bool> run_wgmma(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                         void* y);
   // The batch-invariant form of run(): blocks of kInvariantRows rows through one plan.
   Status run_invariant(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w,
                        void* y);
