@@ -23,7 +23,9 @@
 // Modes (one kernel instantiation each: ptxas serializes wgmmas it cannot prove
 // warpgroup-uniform, C7518): early_w; late_w (the weights wait too: launch-per-GEMM inside one
 // kernel); and bounds that give wrong sums: no_barrier (x never waits), no split (no
-// reductions either), loads alone (no wgmma), wgmmas alone (no loads).
+// reductions either), loads alone (no wgmma), wgmmas alone (no loads), and two probes of the
+// gap between the loads alone and loads + wgmmas: the wgmmas read stage 0 whatever landed,
+// or issue half the k16 slices.
 // Environment: LAB_DEFERRED=1; LAB_TILED=1 (weights pre-tiled as 16 KB shared-memory images,
 // one bulk copy a stage, instead of tensor-map boxes); LAB_WIDE=1 (x as wgmma's A, 128 weight
 // rows as N: m64n128k16, warpgroups on alternate stages; implies LAB_DEFERRED);
@@ -85,8 +87,19 @@ enum Mode : int {
   kNoBarrier = 2,
   kNoSplit = 3,
   kStreamOnly = 4,
-  kComputeOnly = 5
+  kComputeOnly = 5,
+  // Probes of the ~20 % between the loads alone and loads + wgmmas (no barrier, no split, as
+  // kNoSplit; narrow form): the wgmmas read stage 0 whatever stage just landed (the same
+  // shared-memory traffic, no read of freshly written bytes), or issue half the k16 slices
+  // of each stage (half the wgmma operand reads and tensor work).
+  kFixedSlot = 6,
+  kHalfWgmma = 7
 };
+
+// Modes whose split tiles are not reduced (sums wrong where a tile is split).
+__host__ __device__ constexpr bool no_split_mode(int mode) {
+  return mode == kNoSplit || mode >= kFixedSlot;
+}
 
 struct Phase {
   Bf16* y;  // [kTok, n], row stride n
@@ -308,7 +321,7 @@ __device__ __forceinline__ void consume_wide(const ChainParams& p, uint8_t* smem
 #pragma unroll
         for (int r = 0; r < 64; ++r) acc[r] += combine[r * 128 + tid];
         const bool split =
-            (kb0 != 0 || kb1 != ph.ksteps) && kMode != kNoSplit && kMode != kComputeOnly;
+            (kb0 != 0 || kb1 != ph.ksteps) && !no_split_mode(kMode) && kMode != kComputeOnly;
         if (kMode == kStreamOnly) {
         } else if (split) {
           const int slot = first_segment ? 0 : 1;
@@ -483,10 +496,12 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
         if constexpr (kMode != kComputeOnly) mbar_wait(&full[s], parity);
         if constexpr (kMode != kStreamOnly) {
           wgmma_fence();
-          const uint64_t a = smem_desc(weights(s) + g * (kWBytes / 2));
-          const uint64_t b = smem_desc(tokens(s));
+          const int read = kMode == kFixedSlot ? 0 : s;
+          const uint64_t a = smem_desc(weights(read) + g * (kWBytes / 2));
+          const uint64_t b = smem_desc(tokens(read));
+          constexpr int kSlices = kMode == kHalfWgmma ? kKStep / 32 : kKStep / 16;
 #pragma unroll
-          for (int j = 0; j < kKStep / 16; ++j) {
+          for (int j = 0; j < kSlices; ++j) {
             wgmma_n64(acc, a + 2 * j, b + 2 * j, kb > kb0 || j > 0);
           }
           wgmma_commit();
@@ -507,7 +522,7 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
       it += kb1 - kb0;
       if (kMode == kStreamOnly) continue;
       const bool split =
-          (kb0 != 0 || kb1 != ph.ksteps) && kMode != kNoSplit && kMode != kComputeOnly;
+          (kb0 != 0 || kb1 != ph.ksteps) && !no_split_mode(kMode) && kMode != kComputeOnly;
       if (split && p.deferred) {
         // Deferred: the block holding the tile's last k step keeps its sums and adds the
         // others' after barrier A; every other segment is published, without a fence.
@@ -821,10 +836,11 @@ void run() {
   prm.waits = waits;
   // One instantiation a (mode, form): no runtime branch near the wgmmas (ptxas serializes
   // wgmmas in a path it cannot prove warpgroup-uniform, C7518).
-  const auto kernels = kernel_table(std::integer_sequence<int, kEarlyW, kLateW, kNoBarrier,
-                                                          kNoSplit, kStreamOnly, kComputeOnly>());
+  const auto kernels =
+      kernel_table(std::integer_sequence<int, kEarlyW, kLateW, kNoBarrier, kNoSplit, kStreamOnly,
+                                         kComputeOnly, kFixedSlot, kHalfWgmma>());
   auto kernel_for = [&](int mode) { return kernels[mode][prm.wide]; };
-  for (int mode = kEarlyW; mode <= kComputeOnly; ++mode) {
+  for (int mode = kEarlyW; mode <= kHalfWgmma; ++mode) {
     CK(cudaFuncSetAttribute(kernel_for(mode), cudaFuncAttributeMaxDynamicSharedMemorySize,
                             static_cast<int>(kSmem)));
   }
@@ -852,12 +868,14 @@ void run() {
     cfg.numAttrs = std::getenv("LAB_NO_COOP") != nullptr ? 0 : 1;
     CK(cudaLaunchKernelEx(&cfg, kernel_for(mode), prm));
   };
-  const char* names[6] = {"chain_kernel early_w",
+  const char* names[8] = {"chain_kernel early_w",
                           "chain_kernel late_w",
                           "chain_kernel no_barrier (races)",
                           "chain_kernel no_barrier, no split (wrong sums)",
                           "chain_kernel loads alone (no wgmma)",
-                          "chain_kernel wgmmas alone (no loads)"};
+                          "chain_kernel wgmmas alone (no loads)",
+                          "chain_kernel no split, wgmmas read stage 0 (wrong sums)",
+                          "chain_kernel no split, half the k16 slices (wrong sums)"};
   // Per phase kind (layers 1..7): the phase's span = its last block's end - the previous
   // phase's last end; the spread = its last block's end - its first block's end.
   auto phase_profile = [&](int mode) {
@@ -904,7 +922,8 @@ void run() {
     std::printf("  profiled one launch in mode %d\n", std::atoi(profile));
     return;
   }
-  for (int mode : {kEarlyW, kLateW, kNoBarrier, kNoSplit, kStreamOnly, kComputeOnly, kEarlyW}) {
+  for (int mode : {kEarlyW, kLateW, kNoBarrier, kNoSplit, kStreamOnly, kComputeOnly, kFixedSlot,
+                   kHalfWgmma, kEarlyW}) {
     try {
       if (mode < kNoBarrier) {
         // Check every phase against cuBLASLt on that phase's own input.
