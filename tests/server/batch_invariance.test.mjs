@@ -63,8 +63,9 @@ test("greedy and seeded requests are the same alone and in a batch", async () =>
 });
 
 test("greedy requests are the same when preempted and recomputed", async () => {
-  // KV for about a third of the eight requests' tokens: the newest are preempted and come back.
-  const srv = await startServer(hearth, [modelDir, "--threads", "2", "--kv-budget", "0.005"]);
+  // KV for about a third of the eight requests' tokens (room for the longest alone): the newest
+  // are preempted and come back.
+  const srv = await startServer(hearth, [modelDir, "--threads", "2", "--kv-budget", "0.004"]);
   try {
     await aloneThenTogether(srv.base, { temperature: 0 });
     assert.ok((await preemptions(srv.base)) > 0, "the small KV budget preempted requests");
