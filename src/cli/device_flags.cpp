@@ -88,10 +88,18 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
     return invalid_argument_error("--batch-invariant must be auto, on or off, got '{}'",
                                   args.batch_invariant);
   }
-  // auto: on where it costs about nothing (the CPU: benchmarks/RESULTS.md, S21-C2), off where
-  // it costs speed (CUDA: batch-1 decode 0.84x, 256 concurrent 0.53x).
-  options.batch_invariant = args.batch_invariant == "on" ||
-                            (args.batch_invariant == "auto" && options.device == Device::kCpu);
+  // auto: load turns it on where it costs about nothing (a CPU model on the int8 path:
+  // benchmarks/RESULTS.md, S21-C2) and leaves it off where it costs speed (float weights on
+  // the CPU: long prefills ~0.7x; CUDA: batch-1 decode 0.84x, 256 concurrent 0.53x). The bf16
+  // prefill GEMM (--cpu-bf16-dot on) rounds activations that decode does not: it cannot be
+  // combined with on.
+  if (args.batch_invariant == "on" && options.device == Device::kCpu && options.cpu_bf16_dot) {
+    return invalid_argument_error(
+        "--batch-invariant on cannot be combined with --cpu-bf16-dot on (its bf16 prefill "
+        "activations give a decode row other sums inside a batch); drop one of them");
+  }
+  options.batch_invariant = args.batch_invariant == "on";
+  options.batch_invariant_auto = args.batch_invariant == "auto";
   if (!(args.memory_budget_gb >= 0) || !std::isfinite(args.memory_budget_gb)) {
     return invalid_argument_error("--memory-budget must be a finite number >= 0");
   }

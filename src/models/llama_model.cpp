@@ -49,7 +49,10 @@ LlamaModel::LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weigh
       ctx_(std::make_unique<cpu::CpuContext>(options.threads)),
       rope_(rope_tables(config_)) {
   ctx_->int8_dot = options.cpu_int8_dot;
-  ctx_->bf16_dot = options.cpu_bf16_dot;
+  // The bf16 prefill GEMM rounds activations that decode's mat-vec does not, so a decode row
+  // in a step of 5+ rows would sum differently than alone: batch invariance takes precedence.
+  ctx_->bf16_dot = options.cpu_bf16_dot && !options.batch_invariant;
+  ctx_->batch_invariant = options.batch_invariant;
 }
 
 std::size_t LlamaModel::kv_bytes_per_block(int block_size) const {
@@ -103,6 +106,8 @@ std::string LlamaModel::describe() const {
   const bool bf16 = kernels_ == KernelKind::kCpu && ctx_->bf16_dot &&
                     cpu::bf16_dot_supported(weights_.layers[0].q.w);
   const bool rows16 = int8 && weights_.layers[0].q.w.rows16 != nullptr;
+  // Float (or quantized off the int8 path) linears under batch invariance: one kernel family.
+  const bool tiles = kernels_ == KernelKind::kCpu && ctx_->batch_invariant && !int8;
   return fmt::format("{} kernels, {} threads, {}, {}, weights {}, prefill GEMM {}",
                      kernels_ == KernelKind::kCpu ? "cpu" : "reference", ctx_->pool.size(),
                      cpu::simd_name(),
@@ -110,10 +115,12 @@ std::string LlamaModel::describe() const {
                               "decode"
                      : int8 ? "int8 activations x quantized weights (avx512-vnni)"
                      : bf16 ? "bf16 activations x bf16 weights in prefill (avx512-bf16)"
-                            : "f32 compute",
+                     : tiles ? "f32 compute, batch-invariant"
+                             : "f32 compute",
                      weights,
                      int8                           ? "int8 vnni tiles"
                      : bf16                         ? cpu::bf16_dot_kernel_name()
+                     : tiles                        ? "4x4 dot-product tiles at every row count"
                      : kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_)
                                                     : "reference loops");
 }
@@ -349,11 +356,15 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
   if (!store.ok()) return store.status().with_context(fmt::format("loading {}", dir));
   auto weights = load_llama_weights(config, *store);
   if (!weights.ok()) return weights.status().with_context(fmt::format("loading {}", dir));
-  if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && options.batch_invariant) {
+  LoadOptions resolved = options;
+  const bool int8_path = options.kernels == KernelKind::kCpu && options.cpu_int8_dot &&
+                         !weights->layers.empty() && cpu::rows16_wanted(weights->layers[0].q.w);
+  if (options.batch_invariant_auto) resolved.batch_invariant = int8_path;
+  if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && resolved.batch_invariant) {
     HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights, *store));
   }
   return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
-      std::move(config), std::move(store).value(), std::move(weights).value(), options));
+      std::move(config), std::move(store).value(), std::move(weights).value(), resolved));
 }
 
 }  // namespace hearth

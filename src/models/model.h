@@ -62,13 +62,20 @@ struct LoadOptions {
   // here (library callers and the parity tests get f32 compute); the CLI's --cpu-int8-dot
   // turns it on by default.
   bool cpu_int8_dot = false;
-  // A row's output does not depend on what else its step holds (--batch-invariant).
-  // kCpu with cpu_int8_dot: quantized linears get their codes interleaved by 16 rows
-  // (kernels/cpu/int8_dot.h, interleave_rows16), and decode (1-4 rows) reads them in the
-  // prefill GEMM's summation order (f32 compute is invariant already). The row-major
-  // originals are released, except a tied embedding's (the gather reads them). kCuda:
-  // CudaLoadOptions::batch_invariant (bf16 models only).
+  // A row's output does not depend on what else its step holds (--batch-invariant on).
+  // kCpu: linears the int8 path takes (cpu_int8_dot, quantized) get their codes interleaved
+  // by 16 rows (kernels/cpu/int8_dot.h, interleave_rows16), read by decode (1-4 rows) in the
+  // prefill GEMM's summation order; the row-major codes are released (a tied embedding's
+  // lookup reads the interleaved copy). Every other linear (float weights, or quantized off
+  // the int8 path) runs every row count through the same 4 x 4 dot-product tiles instead of
+  // the mat-vec (1-4 rows) and the cache-blocked GEMM, which sum in other orders; the bf16
+  // prefill GEMM (cpu_bf16_dot) is not used. kCuda: CudaLoadOptions::batch_invariant (bf16
+  // models only).
   bool batch_invariant = false;
+  // --batch-invariant auto: load decides batch_invariant where it costs about nothing: on
+  // for a CPU model whose linears take the int8 path, off for float weights on the CPU (long
+  // prefills ~0.7x) and on CUDA.
+  bool batch_invariant_auto = false;
   // kCpu: bf16 weights in prefill (batches over 4 rows) multiply activations rounded to bf16
   // with AVX512-BF16 dot products; ignored where the CPU lacks them. Changes outputs
   // slightly, so off unless asked for (--cpu-bf16-dot on).

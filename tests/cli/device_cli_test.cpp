@@ -79,21 +79,40 @@ TEST(DeviceCli, BadChoicesAreUsageErrors) {
 
 // --batch-invariant auto (the default) is on for the CPU: the 8-bit starter's int8 path (where
 // the CPU has VNNI) says so in `levers`; off takes it away.
+// `benchmark --json`'s levers line for a model and extra flags ("" when the run failed).
+std::string levers_of(const std::string& model, const std::string& flags) {
+  BinaryRun r = run_hearth("benchmark " + model +
+                           " --device cpu --prompt-tokens 8 --tokens 2 --runs 1 --json" + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  if (r.exit_code != 0) return std::string();
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')))["levers"].get<std::string>();
+}
+
 TEST(DeviceCli, BatchInvariantAutoIsOnForTheCpu) {
   const std::string starter = std::string(HEARTH_SOURCE_DIR) + "/models/starter";  // 8-bit
-  auto levers = [&](const std::string& flags) {
-    BinaryRun r = run_hearth("benchmark " + starter +
-                             " --device cpu --prompt-tokens 8 --tokens 2 --runs 1 --json" + flags);
-    EXPECT_EQ(r.exit_code, 0) << r.out;
-    if (r.exit_code != 0) return std::string();
-    return nlohmann::json::parse(r.out.substr(r.out.find('{')))["levers"].get<std::string>();
-  };
+  auto levers = [&](const std::string& flags) { return levers_of(starter, flags); };
   const std::string by_default = levers("");
   if (by_default.find("avx512-vnni") == std::string::npos) {
     GTEST_SKIP() << "no int8 path on this CPU: " << by_default;
   }
   EXPECT_NE(by_default.find("batch-invariant"), std::string::npos) << by_default;
   EXPECT_EQ(levers(" --batch-invariant off").find("batch-invariant"), std::string::npos);
+}
+
+// A float model: auto leaves it off (it would cost prefill speed), on turns it on.
+TEST(DeviceCli, BatchInvariantAutoIsOffForFloatWeights) {
+  EXPECT_EQ(levers_of(kModel, "").find("batch-invariant"), std::string::npos);
+  EXPECT_NE(levers_of(kModel, " --batch-invariant on").find("batch-invariant"), std::string::npos);
+}
+
+// The bf16 prefill GEMM is not batch-invariant: asking for both is a one-line error.
+TEST(DeviceCli, BatchInvariantOnRefusesCpuBf16Dot) {
+  BinaryRun r = run_hearth("benchmark " + kModel +
+                           " --device cpu --runs 1 --cpu-bf16-dot on --batch-invariant on");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("--batch-invariant on cannot be combined with --cpu-bf16-dot on"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(DeviceCli, MemoryBudgetTooSmallFails) {

@@ -235,6 +235,58 @@ TEST(CpuBatchInvariance, QuantizedLogitsAreBitIdentical) {
   }
 }
 
+// --batch-invariant on for float weights (and quantized ones off the int8 path): every row
+// count runs the same dot-product tiles. Without it the mat-vec (1-4 rows) and the blocked
+// GEMM (16+) sum in other orders and the chunked / batched logits differ in their last bits.
+TEST(CpuBatchInvariance, FloatLogitsAreBitIdentical) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& p : goldens()["prompts"])
+    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
+  for (const char* dir : {"llama-f32", "llama-bf16", "mistral-f32", "qwen3-mlx"}) {
+    SCOPED_TRACE(dir);
+    LoadOptions options{2, KernelKind::kCpu};
+    options.batch_invariant = true;
+    auto model = load_model(kFixtures + "/" + dir, options);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    EXPECT_NE((*model)->describe().find("batch-invariant"), std::string::npos)
+        << (*model)->describe();
+    tests::expect_batch_invariant_logits(**model, prompts);
+  }
+}
+
+// auto: on where the int8 path makes it cheap, off for float weights (a slower prefill).
+TEST(CpuBatchInvariance, AutoIsOnForTheInt8PathOnly) {
+  LoadOptions options{2, KernelKind::kCpu};
+  options.batch_invariant_auto = true;
+  options.cpu_int8_dot = true;
+  auto dense = load_model(kFixtures + "/llama-bf16", options);
+  ASSERT_TRUE(dense.ok()) << dense.status().to_string();
+  EXPECT_EQ((*dense)->describe().find("batch-invariant"), std::string::npos)
+      << (*dense)->describe();
+  if (!kernels::cpu::int8_dot_available()) return;
+  auto quantized = load_model(kFixtures + "/qwen3-mlx", options);
+  ASSERT_TRUE(quantized.ok()) << quantized.status().to_string();
+  EXPECT_NE((*quantized)->describe().find("batch-invariant"), std::string::npos)
+      << (*quantized)->describe();
+}
+
+// A bf16 model with --cpu-bf16-dot on and --batch-invariant on (a library caller may set
+// both; the CLI refuses the pair): invariance wins, the bf16 prefill GEMM is not used, the
+// logits keep their bits whatever shares the step (with the GEMM they did not: prompts 1-3
+// in chunks of 5, every prompt together, the decode row beside a prefill).
+TEST(CpuBatchInvariance, Bf16DotYieldsToInvariance) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& p : goldens()["prompts"])
+    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
+  LoadOptions options{2, KernelKind::kCpu};
+  options.cpu_bf16_dot = true;
+  options.batch_invariant = true;
+  auto model = load_model(kFixtures + "/llama-bf16", options);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->describe().find("avx512-bf16"), std::string::npos) << (*model)->describe();
+  tests::expect_batch_invariant_logits(**model, prompts);
+}
+
 // Several sequences (prefill chunks and decode rows) in one forward call must give each
 // sequence the logits it gets alone.
 TEST(VarlenBatch, MixedSequencesMatchGoldens) {

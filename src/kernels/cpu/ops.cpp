@@ -213,8 +213,12 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   constexpr int64_t kPanelMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
   // Dense weights, 16+ rows: the cache-blocked GEMM of gemm_dense.h.
-  if (m >= kPanelMinRows && !w.quantized()) return dense_gemm(ctx, w, x, m, y);
-  if (m < kPanelMinRows) {
+  if (m >= kPanelMinRows && !w.quantized() && !ctx.batch_invariant) {
+    return dense_gemm(ctx, w, x, m, y);
+  }
+  // Batch-invariant: the dot-product tiles at every row count (a row's sums then do not depend
+  // on the rows beside it).
+  if (m < kPanelMinRows || ctx.batch_invariant) {
     // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
     // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
     ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
@@ -349,6 +353,17 @@ void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) 
 
 void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   if (ctx.int8_dot && int8_linear(ctx, w, x, m, y)) return;
+  if (ctx.batch_invariant) {
+    // Every row count through one kernel family, whose sums for a row do not depend on the
+    // rows beside it: the 4 x 4 dot-product tiles (AVX-512), else the mat-vec 4 rows a call.
+#ifdef HEARTH_CPU_AVX512
+    if (blocked_linear_avx512(ctx, w, x, m, y)) return;
+#endif
+    for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
+      matvec(ctx, w, x + i0 * w.cols, std::min(kMatVecMaxRows, m - i0), y + i0 * w.rows);
+    }
+    return;
+  }
   if (m <= kMatVecMaxRows) {
     matvec(ctx, w, x, m, y);
     return;

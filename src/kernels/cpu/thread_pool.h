@@ -67,6 +67,11 @@ struct CpuContext {
   // bf16 weights in prefill multiply activations rounded to bf16 with AVX512-BF16 dot products
   // (bf16_dot.h) where the CPU has them; off: f32 activations against f32-converted weights.
   bool bf16_dot = false;
+  // Batch-invariant (--batch-invariant): a row's sums must not depend on how many rows share
+  // the call, so linear layers that the int8 path does not take run every row count through
+  // the same 4 x 4 dot-product tiles (the mat-vec for 1-4 rows and the cache-blocked GEMM for
+  // 16+ sum in other orders).
+  bool batch_invariant = false;
 };
 
 // The number of cores this process may run on (sched_getaffinity), at least 1.
