@@ -29,9 +29,10 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
   cmd->add_option("--batch-invariant,--cpu-batch-invariant", args.batch_invariant,
                   "A request's tokens do not depend on what shares its batch. CPU, 4/8-bit "
                   "models with --cpu-int8-dot on: codes re-laid out by 16 rows, decode in the "
-                  "prefill GEMM's order. CUDA, bf16 models: fixed 64-row GEMM blocks and one "
-                  "attention kernel (slower; quantized models refused). auto: on for the CPU, "
-                  "off for CUDA")
+                  "prefill GEMM's order; float weights: one dot-product tile kernel at every "
+                  "row count (slower prefill). CUDA, bf16 models: fixed 64-row GEMM blocks and "
+                  "one attention kernel (slower; quantized models refused). auto: on for CPU "
+                  "models on the int8 path, otherwise off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
 }
