@@ -77,8 +77,6 @@ TEST(DeviceCli, BadChoicesAreUsageErrors) {
   EXPECT_EQ(alias.exit_code, 0) << alias.out;
 }
 
-// --batch-invariant auto (the default) is on for the CPU: the 8-bit starter's int8 path (where
-// the CPU has VNNI) says so in `levers`; off takes it away.
 // `benchmark --json`'s levers line for a model and extra flags ("" when the run failed).
 std::string levers_of(const std::string& model, const std::string& flags) {
   BinaryRun r = run_hearth("benchmark " + model +
@@ -87,6 +85,9 @@ std::string levers_of(const std::string& model, const std::string& flags) {
   if (r.exit_code != 0) return std::string();
   return nlohmann::json::parse(r.out.substr(r.out.find('{')))["levers"].get<std::string>();
 }
+
+// --batch-invariant auto (the default) is on for a CPU model on the int8 path: the 8-bit
+// starter's (where the CPU has VNNI) says so in `levers`; off takes it away.
 
 TEST(DeviceCli, BatchInvariantAutoIsOnForTheCpu) {
   const std::string starter = std::string(HEARTH_SOURCE_DIR) + "/models/starter";  // 8-bit
