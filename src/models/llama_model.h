@@ -49,7 +49,7 @@ Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightS
 // For the CPU int8 path: every quantized linear (and the head) in the batch-invariant layout
 // (kernels/cpu/int8_dot.h, interleave_rows16), its buffers kept in weights.owned; the
 // row-major codes, scales and biases are then released (null; freed, or their pages in
-// `store`'s mappings dropped), except a tied head's, which the embedding reads.
+// `store`'s mappings dropped), a tied head's too (the embedding then reads the rows16 copy).
 Status prepare_rows16(LlamaWeights& weights, const WeightStore& store);
 
 class LlamaModel : public Model {

@@ -41,6 +41,15 @@ std::vector<int32_t> prompt(int i) {
   return goldens()["prompts"][i]["ids"].get<std::vector<int32_t>>();
 }
 
+// Every golden prompt's ids, in order.
+std::vector<std::vector<int32_t>> all_prompts() {
+  std::vector<std::vector<int32_t>> prompts;
+  for (std::size_t i = 0; i < goldens()["prompts"].size(); ++i) {
+    prompts.push_back(prompt(static_cast<int>(i)));
+  }
+  return prompts;
+}
+
 using Runner = tests::ModelRunner;
 
 int32_t argmax(const std::vector<float>& v) {
@@ -215,9 +224,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizedParity,
 // rows sum in another order than the GEMM's and this fails.
 TEST(CpuBatchInvariance, QuantizedLogitsAreBitIdentical) {
   if (!kernels::cpu::int8_dot_available()) GTEST_SKIP() << "no AVX512-VNNI int8 kernels here";
-  std::vector<std::vector<int32_t>> prompts;
-  for (const json& p : goldens()["prompts"])
-    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
+  const std::vector<std::vector<int32_t>> prompts = all_prompts();
   std::vector<std::string> dirs = {kFixtures + "/qwen3-mlx"};
   for (const QuantSpec spec : {QuantSpec{4, 32}, QuantSpec{8, 64}}) {
     const std::string dir =
@@ -239,9 +246,7 @@ TEST(CpuBatchInvariance, QuantizedLogitsAreBitIdentical) {
 // count runs the same dot-product tiles. Without it the mat-vec (1-4 rows) and the blocked
 // GEMM (16+) sum in other orders and the chunked / batched logits differ in their last bits.
 TEST(CpuBatchInvariance, FloatLogitsAreBitIdentical) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (const json& p : goldens()["prompts"])
-    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
+  const std::vector<std::vector<int32_t>> prompts = all_prompts();
   for (const char* dir : {"llama-f32", "llama-bf16", "mistral-f32", "qwen3-mlx"}) {
     SCOPED_TRACE(dir);
     LoadOptions options{2, KernelKind::kCpu};
@@ -275,9 +280,7 @@ TEST(CpuBatchInvariance, AutoIsOnForTheInt8PathOnly) {
 // logits keep their bits whatever shares the step (with the GEMM they did not: prompts 1-3
 // in chunks of 5, every prompt together, the decode row beside a prefill).
 TEST(CpuBatchInvariance, Bf16DotYieldsToInvariance) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (const json& p : goldens()["prompts"])
-    prompts.push_back(p["ids"].get<std::vector<int32_t>>());
+  const std::vector<std::vector<int32_t>> prompts = all_prompts();
   LoadOptions options{2, KernelKind::kCpu};
   options.cpu_bf16_dot = true;
   options.batch_invariant = true;

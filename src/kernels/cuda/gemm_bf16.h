@@ -4,8 +4,9 @@
 // goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
 // GemmBf16Options::wgmma (HEARTH_WGMMA_GEMM=1) sends 3-128 rows on an sm_90 device to
 // wgmma_gemm (gemm_wgmma.cuh): off by default until it wins a paired A/B.
-// GemmBf16Options::batch_invariant runs every call as blocks of kInvariantRows rows through
-// one plan per weight shape, so a row's sums do not depend on how many rows share the call.
+// GemmBf16Options::batch_invariant runs every call in one fixed summation order per weight
+// shape (by default blocks of kInvariantRows rows through one cuBLASLt plan), so a row's sums
+// do not depend on how many rows share the call.
 #pragma once
 
 #include <cublasLt.h>
@@ -39,14 +40,15 @@ struct GemmBf16Options {
   // Route 3-128 rows on sm_90 to wgmma_gemm (f32 sums in another order than cuBLASLt's).
   // from_env: HEARTH_WGMMA_GEMM=0 / =1; unset keeps this default.
   bool wgmma = false;
-  // Batch-invariant (--batch-invariant): no GEMV or wgmma route; every call runs as
-  // ceil(m / kInvariantRows) cuBLASLt calls of exactly kInvariantRows rows, all through the
-  // plan of that one shape, so each row of y is summed in an order that depends only on the
-  // shape of w (not on m or on the row's place). The caller's x and y must hold
-  // ceil(m / kInvariantRows) * kInvariantRows rows: rows past m are read and written.
+  // Batch-invariant (--batch-invariant): no GEMV, no wgmma route by row count; every call
+  // runs in invariant_form, by default as ceil(m / kInvariantRows) blocks of exactly
+  // kInvariantRows rows through the plan of that one shape, so each row of y is summed in an
+  // order that depends only on the shape of w (not on m or on the row's place). The caller's
+  // x and y must hold ceil(m / kInvariantRows) * kInvariantRows rows: rows past m may be read
+  // and written.
   bool batch_invariant = false;
   // How a batch-invariant call of several blocks runs, always with the block plan's algorithm
-  // (from_env: HEARTH_INVARIANT_GEMM=blocks|batched|single):
+  // (from_env: HEARTH_INVARIANT_GEMM=blocks|batched|single|wgmma):
   // - kBlocks: one cuBLASLt call a block;
   // - kBatched (default): one strided-batched call (w shared, stride 0), where cuBLASLt accepts
   //   the algorithm on it: the same kernel on the same blocks, so the same bits (gtest), and
@@ -117,7 +119,7 @@ class GemmBf16 {
   // true once launched, false when the caller should take another route.
   Result<bool> run_wgmma(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                          void* y);
-  // The batch-invariant form of run(): blocks of kInvariantRows rows through one plan.
+  // The batch-invariant form of run(), in options_.invariant_form.
   Status run_invariant(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w,
                        void* y);
 

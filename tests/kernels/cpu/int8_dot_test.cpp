@@ -98,6 +98,19 @@ struct Quantized {
   WeightMatrix w;
 };
 
+// The first `count` floats of a and b are the same bits; else the first that differs, by its
+// row and column in a row-major result of `cols` columns.
+::testing::AssertionResult same_bits(const std::vector<float>& a, const std::vector<float>& b,
+                                     int64_t count, int64_t cols) {
+  for (int64_t k = 0; k < count; ++k) {
+    if (std::memcmp(&a[k], &b[k], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure()
+             << "row " << k / cols << " column " << k % cols << ": " << a[k] << " vs " << b[k];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class Int8DotTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
@@ -176,11 +189,7 @@ TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
   for (int64_t m = 1; m <= 4; ++m) {
     std::vector<float> alone(static_cast<std::size_t>(m * c.rows), NAN);
     cpu::linear(ctx, w16, xb.data(), m, alone.data());
-    for (int64_t k = 0; k < m * c.rows; ++k) {
-      ASSERT_EQ(std::memcmp(&alone[k], &batch[k], sizeof(float)), 0)
-          << "m " << m << " row " << k % c.rows << " act row " << k / c.rows << ": " << alone[k]
-          << " vs " << batch[k];
-    }
+    ASSERT_TRUE(same_bits(alone, batch, m * c.rows, c.rows)) << "m " << m;
   }
 }
 
@@ -202,11 +211,7 @@ TEST_P(Int8DotTest, GemmFromRows16IsBitwiseTheSame) {
     std::vector<float> from16(plain.size(), NAN);
     cpu::linear(ctx, qm.w, x.data(), m, plain.data());
     cpu::linear(ctx, w16, x.data(), m, from16.data());
-    for (int64_t k = 0; k < m * c.rows; ++k) {
-      ASSERT_EQ(std::memcmp(&plain[k], &from16[k], sizeof(float)), 0)
-          << "m " << m << " row " << k % c.rows << " act row " << k / c.rows << ": " << plain[k]
-          << " vs " << from16[k];
-    }
+    ASSERT_TRUE(same_bits(plain, from16, m * c.rows, c.rows)) << "m " << m;
   }
 }
 
@@ -222,10 +227,7 @@ TEST_P(Int8DotTest, RowsGatheredFromRows16AreBitwiseTheSame) {
   for (int64_t r = c.rows; r-- > 0;) {  // one row a call, last first
     cpu::weight_rows_f32(w16, r, r + 1, from16.data() + r * c.cols);
   }
-  for (int64_t k = 0; k < c.rows * c.cols; ++k) {
-    ASSERT_EQ(std::memcmp(&plain[k], &from16[k], sizeof(float)), 0)
-        << "row " << k / c.cols << " col " << k % c.cols << ": " << plain[k] << " vs " << from16[k];
-  }
+  ASSERT_TRUE(same_bits(plain, from16, c.rows * c.cols, c.cols));
 }
 
 INSTANTIATE_TEST_SUITE_P(
