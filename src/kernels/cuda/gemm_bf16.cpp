@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "base/log.h"
 #include "kernels/cuda/gemv_bf16.cuh"
@@ -69,7 +70,9 @@ GemmBf16::Key GemmBf16::key_of(const GemmShape& s) {
 GemmBf16Options GemmBf16Options::from_env() {
   GemmBf16Options options;
   if (const char* form = std::getenv("HEARTH_INVARIANT_GEMM"); form != nullptr && *form != '\0') {
-    if (std::strcmp(form, "blocks") == 0) {
+    if (std::strcmp(form, "unsplit") == 0) {
+      options.invariant_form = GemmBf16Options::InvariantForm::kUnsplit;
+    } else if (std::strcmp(form, "blocks") == 0) {
       options.invariant_form = GemmBf16Options::InvariantForm::kBlocks;
     } else if (std::strcmp(form, "batched") == 0) {
       options.invariant_form = GemmBf16Options::InvariantForm::kBatched;
@@ -79,8 +82,20 @@ GemmBf16Options GemmBf16Options::from_env() {
       options.invariant_form = GemmBf16Options::InvariantForm::kWgmma;
     } else {
       spdlog::warn(
-          "HEARTH_INVARIANT_GEMM={} is not blocks, batched, single or wgmma; keeping batched",
+          "HEARTH_INVARIANT_GEMM={} is not unsplit, blocks, batched, single or wgmma; keeping "
+          "unsplit",
           form);
+    }
+  }
+  if (const char* rows = std::getenv("HEARTH_INVARIANT_PLAN_ROWS");
+      rows != nullptr && *rows != '\0') {
+    const int value = std::atoi(rows);
+    if (value >= kInvariantRows && value <= 4096 && value % kInvariantRows == 0) {
+      options.invariant_plan_rows = value;
+    } else {
+      spdlog::warn(
+          "HEARTH_INVARIANT_PLAN_ROWS={} is not a multiple of {} in [{}, 4096]; keeping {}", rows,
+          kInvariantRows, kInvariantRows, options.invariant_plan_rows);
     }
   }
   const char* wgmma = std::getenv("HEARTH_WGMMA_GEMM");
@@ -226,13 +241,33 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
     }
     if (ran) return ok_status();
   }
-  GemmShape block = s;
-  block.m = kInvariantRows;
-  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(block));
+  if (options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit) {
+    HEARTH_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t* algo, unsplit_for(s));
+    const Plan* plan = &plans_.at(key_of(s));
+    const float alpha = 1.0f;
+    const float beta = s.accumulate ? 1.0f : 0.0f;
+    return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, x,
+                                        plan->b, &beta, y, plan->c, y, plan->c, algo,
+                                        ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
+                         "bf16 GEMM (batch-invariant, unsplit)");
+  }
+  // The algorithm: the chosen one of the plan for invariant_plan_rows rows, run on whole
+  // blocks of kInvariantRows rows (its layouts from batched_for, whatever the plan's m).
+  GemmShape planned = s;
+  planned.m = options_.invariant_plan_rows;
+  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(planned));
   const float alpha = 1.0f;
   const float beta = s.accumulate ? 1.0f : 0.0f;
   const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
   const int blocks = (s.m + kInvariantRows - 1) / kInvariantRows;
+  auto matmul = [&](const Batched& b, const __nv_bfloat16* xr, void* yr, const char* what) {
+    return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, b.a, xr, b.b,
+                                        &beta, yr, b.c, yr, b.c, &plan->algos[plan->chosen],
+                                        ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
+                         what);
+  };
+  GemmShape block = s;
+  block.m = kInvariantRows;
   if (blocks > 1 && options_.invariant_form != GemmBf16Options::InvariantForm::kBlocks) {
     // kBatched: the blocks as a strided batch; kSingle: all their rows as one shape.
     const bool single = options_.invariant_form == GemmBf16Options::InvariantForm::kSingle;
@@ -240,24 +275,110 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
     if (single) shape.m = blocks * kInvariantRows;
     HEARTH_ASSIGN_OR_RETURN(const Batched* b, batched_for(shape, *plan, single ? 1 : blocks));
     if (b->usable) {
-      return cublas_status(
-          cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, b->a, x, b->b, &beta, y, b->c, y,
-                         b->c, &plan->algos[plan->chosen], ctx_->workspace(),
-                         ctx_->workspace_size(), ctx_->stream()),
-          single ? "bf16 GEMM (batch-invariant, one call)"
-                 : "bf16 GEMM (batch-invariant, batched)");
+      return matmul(*b, x, y,
+                    single ? "bf16 GEMM (batch-invariant, one call)"
+                           : "bf16 GEMM (batch-invariant, batched)");
     }
   }
+  HEARTH_ASSIGN_OR_RETURN(const Batched* one, batched_for(block, *plan, 1));
+  if (!one->usable) {
+    return unsupported_error("cuBLASLt refuses the {}-row plan's algorithm on {} rows (n={} k={})",
+                             options_.invariant_plan_rows, kInvariantRows, s.n, s.k);
+  }
   for (int r = 0; r < s.m; r += kInvariantRows) {
-    const __nv_bfloat16* xr = x + static_cast<int64_t>(r) * s.ldx;
-    void* yr = static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size;
     HEARTH_RETURN_IF_ERROR(
-        cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, xr, plan->b,
-                                     &beta, yr, plan->c, yr, plan->c, &plan->algos[plan->chosen],
-                                     ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
-                      "bf16 GEMM (batch-invariant)"));
+        matmul(*one, x + static_cast<int64_t>(r) * s.ldx,
+               static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size,
+               "bf16 GEMM (batch-invariant)"));
   }
   return ok_status();
+}
+
+namespace {
+
+int32_t algo_id(const cublasLtMatmulAlgo_t& algo) {
+  int32_t id = -1;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id),
+                                           &written) != CUBLAS_STATUS_SUCCESS) {
+    return -1;
+  }
+  return id;
+}
+
+// algo with k in one piece: split-K 1 and no reduction.
+cublasLtMatmulAlgo_t unsplit_copy(const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulAlgo_t copy = algo;
+  const int32_t one = 1;
+  const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  cublasLtMatmulAlgoConfigSetAttribute(&copy, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
+  cublasLtMatmulAlgoConfigSetAttribute(&copy, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                       sizeof(none));
+  return copy;
+}
+
+}  // namespace
+
+Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
+  HEARTH_ASSIGN_OR_RETURN(Plan * plan, plan_for(s));
+  if (plan->unsplit_resolved) return &plan->unsplit;
+  // The algorithm id every m of this weight shape keeps: the 64-row plan's (itself unresolved
+  // when s is that plan).
+  const cublasLtMatmulAlgo_t* reference = nullptr;
+  if (s.m != kInvariantRows) {
+    GemmShape block = s;
+    block.m = kInvariantRows;
+    HEARTH_ASSIGN_OR_RETURN(reference, unsplit_for(block));
+  }
+  const int32_t wanted = reference != nullptr ? algo_id(*reference) : -1;
+  auto accepted = [&](const cublasLtMatmulAlgo_t& algo) {
+    cublasLtMatmulHeuristicResult_t check{};
+    return cublasLtMatmulAlgoCheck(ctx_->cublaslt(), plan->desc, plan->a, plan->b, plan->c, plan->c,
+                                   &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+           check.workspaceSize <= ctx_->workspace_size();
+  };
+  // cuBLASLt's own ranking of the algorithms that need no reduction (so do not split k), then
+  // the default candidates forced to split-K 1.
+  cublasLtMatmulPreference_t pref = nullptr;
+  HEARTH_RETURN_IF_ERROR(cublas_status(cublasLtMatmulPreferenceCreate(&pref), "GEMM preference"));
+  size_t workspace = ctx_->workspace_size();
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof(workspace));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                       &no_reduction, sizeof(no_reduction));
+  constexpr int kUnsplitCandidates = 16;
+  cublasLtMatmulHeuristicResult_t ranked[kUnsplitCandidates]{};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(ctx_->cublaslt(), plan->desc, plan->a, plan->b, plan->c,
+                                     plan->c, pref, kUnsplitCandidates, ranked,
+                                     &found) != CUBLAS_STATUS_SUCCESS) {
+    found = 0;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  for (int i = 0; i < found; ++i) candidates.push_back(ranked[i].algo);
+  for (int i = 0; i < plan->count; ++i) candidates.push_back(plan->algos[i]);
+  for (const cublasLtMatmulAlgo_t& algo : candidates) {
+    if (wanted >= 0 && algo_id(algo) != wanted) continue;
+    const cublasLtMatmulAlgo_t candidate = unsplit_copy(algo);
+    if (accepted(candidate)) {
+      plan->unsplit = candidate;
+      plan->unsplit_resolved = true;
+      break;
+    }
+  }
+  if (!plan->unsplit_resolved && reference != nullptr && accepted(*reference)) {
+    plan->unsplit = *reference;
+    plan->unsplit_resolved = true;
+  }
+  if (!plan->unsplit_resolved) {
+    return unsupported_error(
+        "cuBLASLt has no unsplit bf16 GEMM algorithm for m={} n={} k={} (batch-invariant); "
+        "HEARTH_INVARIANT_GEMM=batched runs the 64-row plan's algorithm in blocks",
+        s.m, s.n, s.k);
+  }
+  return &plan->unsplit;
 }
 
 Result<const GemmBf16::Batched*> GemmBf16::batched_for(const GemmShape& s, const Plan& plan,
@@ -289,7 +410,36 @@ Status GemmBf16::choose(const GemmShape& shape, int candidate) {
     return invalid_argument_error("GEMM candidate {} of {}", candidate, plan->count);
   }
   plan->chosen = candidate;
+  // Layouts checked against the previous choice are checked again on their next use.
+  for (auto it = batched_.begin(); it != batched_.end();) {
+    destroy_layouts(it->second.a, it->second.b, it->second.c);
+    it = batched_.erase(it);
+  }
   return ok_status();
+}
+
+Result<std::string> GemmBf16::describe(const GemmShape& shape) {
+  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(shape));
+  const cublasLtMatmulAlgo_t* chosen = &plan->algos[plan->chosen];
+  if (options_.batch_invariant &&
+      options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit) {
+    HEARTH_ASSIGN_OR_RETURN(chosen, unsplit_for(shape));
+  }
+  const cublasLtMatmulAlgo_t& algo = *chosen;
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> long long {
+    uint32_t value = 0;  // every attribute read here is 32 bits wide or less
+    std::size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written) !=
+        CUBLAS_STATUS_SUCCESS) {
+      return -1;
+    }
+    return value;
+  };
+  return fmt::format("id={} tile={} stages={} splitk={} reduction={} cluster={}",
+                     get(CUBLASLT_ALGO_CONFIG_ID), get(CUBLASLT_ALGO_CONFIG_TILE_ID),
+                     get(CUBLASLT_ALGO_CONFIG_STAGES_ID), get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                     get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                     get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
 }  // namespace hearth::cuda

@@ -4,9 +4,9 @@
 // goes to gemv_bf16 instead, which streams the weights faster than cuBLASLt does at m = 1.
 // GemmBf16Options::wgmma (HEARTH_WGMMA_GEMM=1) sends 3-128 rows on an sm_90 device to
 // wgmma_gemm (gemm_wgmma.cuh): off by default until it wins a paired A/B.
-// GemmBf16Options::batch_invariant runs every call in one fixed summation order per weight
-// shape (by default blocks of kInvariantRows rows through one cuBLASLt plan), so a row's sums
-// do not depend on how many rows share the call.
+// GemmBf16Options::batch_invariant runs every call in one summation order per weight shape (by
+// default cuBLASLt's algorithms that do not split k), so a row's sums do not depend on how many
+// rows share the call.
 #pragma once
 
 #include <cublasLt.h>
@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -41,29 +42,31 @@ struct GemmBf16Options {
   // from_env: HEARTH_WGMMA_GEMM=0 / =1; unset keeps this default.
   bool wgmma = false;
   // Batch-invariant (--batch-invariant): no GEMV, no wgmma route by row count; every call
-  // runs in invariant_form, by default as ceil(m / kInvariantRows) blocks of exactly
-  // kInvariantRows rows through the plan of that one shape, so each row of y is summed in an
-  // order that depends only on the shape of w (not on m or on the row's place). The caller's
-  // x and y must hold ceil(m / kInvariantRows) * kInvariantRows rows: rows past m may be read
-  // and written.
+  // runs in invariant_form, so each row of y is summed in an order that depends only on the
+  // shape of w (not on m or on the row's place). The caller's x and y must hold
+  // ceil(m / kInvariantRows) * kInvariantRows rows: the block forms read and write rows past m.
   bool batch_invariant = false;
-  // How a batch-invariant call of several blocks runs, always with the block plan's algorithm
-  // (from_env: HEARTH_INVARIANT_GEMM=blocks|batched|single|wgmma):
-  // - kBlocks: one cuBLASLt call a block;
-  // - kBatched (default): one strided-batched call (w shared, stride 0), where cuBLASLt accepts
-  //   the algorithm on it: the same kernel on the same blocks, so the same bits (gtest), and
-  //   faster (8B on the H200: 256 rows 1.06x, a 4096-token prefill 1.09x);
-  // - kSingle: one plain call over all the blocks' rows, where cuBLASLt accepts the algorithm
-  //   on that shape. The same bits only if the algorithm's per-row sums do not depend on the
-  //   row count (a stream-K kernel's would): not yet checked on a device (the invariance gtest
-  //   runs every form), so not the default;
-  // - kWgmma (sm_90; HEARTH_INVARIANT_GEMM=wgmma): wgmma_gemm in calls of up to kWgmmaMaxRows
-  //   rows, no padding needed: its k order and split points depend only on n and k, so a row's
-  //   bits depend on the row count only if the wgmma's N (16-128, from m) changes them: not
-  //   yet checked on a device (the gtest and lab_wgmma_gemm's row-invariance probe do). Other
-  //   devices fall back to kBatched.
-  enum class InvariantForm { kBlocks, kBatched, kSingle, kWgmma };
-  InvariantForm invariant_form = InvariantForm::kBatched;
+  // How a batch-invariant call runs (from_env: HEARTH_INVARIANT_GEMM=
+  // unsplit|blocks|batched|single|wgmma):
+  // - kUnsplit (default): one cuBLASLt call of the caller's m rows with cuBLASLt's best-ranked
+  //   algorithm for that m among those that need no reduction (so do not split k), of the
+  //   algorithm id the shape's 64-row plan takes (failing those, the default candidates forced
+  //   to split-K 1). On the H200 (lab_invariant_gemm, the 8B shapes, 1-4096 rows) every
+  //   unsplit algorithm gave every row the same bytes whatever its tile or the row count;
+  //   split-K ones gave bytes of their own per split count. So a row's sums depend only on w's
+  //   shape while each m runs its own tile: no padding needed, and a large m runs as fast as
+  //   the default route's unsplit pick. The gtest checks rows across calls of 1-300 rows;
+  // - the forms below run the 64-row plan's one algorithm (invariant_plan_rows' plan's) on
+  //   blocks of kInvariantRows rows, the A/B baselines: kBlocks, one call a block; kBatched,
+  //   one strided-batched call (w shared, stride 0); kSingle, one plain call over all the
+  //   blocks' rows;
+  // - kWgmma (sm_90): wgmma_gemm in calls of up to kWgmmaMaxRows rows (its k order and split
+  //   points depend only on n and k). Other devices fall back to kBatched.
+  enum class InvariantForm { kUnsplit, kBlocks, kBatched, kSingle, kWgmma };
+  InvariantForm invariant_form = InvariantForm::kUnsplit;
+  // The row count whose cuBLASLt plan supplies the block forms' algorithm (a multiple of
+  // kInvariantRows; from_env: HEARTH_INVARIANT_PLAN_ROWS).
+  int invariant_plan_rows = 64;
   static GemmBf16Options from_env();
 };
 
@@ -91,6 +94,9 @@ class GemmBf16 {
   static constexpr int kMaxCandidates = 8;
   Result<int> candidates(const GemmShape& shape);
   Status choose(const GemmShape& shape, int candidate);
+  // The chosen algorithm's configuration for a shape, as "id=.. tile=.. stages=.. splitk=..
+  // reduction=.. cluster=.." (labs: which algorithms keep a row's sums apart from m).
+  Result<std::string> describe(const GemmShape& shape);
 
  private:
   struct Plan {
@@ -101,6 +107,9 @@ class GemmBf16 {
     cublasLtMatmulAlgo_t algos[kMaxCandidates]{};
     int count = 0;   // candidates in algos
     int chosen = 0;  // the one run() uses
+    // kUnsplit's algorithm for this shape, once resolved (unsplit_for).
+    bool unsplit_resolved = false;
+    cublasLtMatmulAlgo_t unsplit{};
   };
   using Key = std::tuple<int, int, int, int64_t, int64_t, int64_t, int, bool>;
   static Key key_of(const GemmShape& shape);
@@ -119,6 +128,8 @@ class GemmBf16 {
   // true once launched, false when the caller should take another route.
   Result<bool> run_wgmma(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                          void* y);
+  // kUnsplit's algorithm for s (see the option), resolved once per shape.
+  Result<const cublasLtMatmulAlgo_t*> unsplit_for(const GemmShape& s);
   // The batch-invariant form of run(), in options_.invariant_form.
   Status run_invariant(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w,
                        void* y);

@@ -356,17 +356,19 @@ TEST(CudaModel, BatchedGemmIsCorrectAndReplaysIdentically) {
 }
 
 // GemmBf16's batch-invariant form: every row of y is the same bits whatever the call's m and
-// wherever the row sits in it (computed in one call of 300 rows, shifted by 5 rows, alone,
-// and in a call of exactly one block), for a shape cuBLASLt splits k on at 64 rows and an
-// f32-output one; and it is x · wᵀ (checked against the default route within bf16 rounding).
-// Both forms: a cuBLASLt call a block, and the blocks as one strided batch.
+// wherever the row sits in it (computed in one call of 300 rows, shifted by 5 rows, alone, in
+// a call of exactly one block, and in calls of 2, 7, 128 and 200 rows), for a shape cuBLASLt
+// splits k on at 64 rows and an f32-output one; and it is x · wᵀ (checked against the default
+// route within bf16 rounding). Every form of GemmBf16Options::InvariantForm.
 TEST(CudaModel, BatchInvariantGemmRowsDoNotDependOnTheCall) {
   auto ctx = cuda::DeviceContext::create({});
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   cuda::GemmBf16 reference(**ctx, cuda::GemmBf16Options{});
   using Form = cuda::GemmBf16Options::InvariantForm;
-  for (const Form form : {Form::kBlocks, Form::kBatched, Form::kSingle, Form::kWgmma}) {
-    SCOPED_TRACE(form == Form::kBlocks    ? "a call a block"
+  for (const Form form :
+       {Form::kUnsplit, Form::kBlocks, Form::kBatched, Form::kSingle, Form::kWgmma}) {
+    SCOPED_TRACE(form == Form::kUnsplit   ? "each row count its own unsplit algorithm"
+                 : form == Form::kBlocks  ? "a call a block"
                  : form == Form::kBatched ? "blocks as one strided batch"
                  : form == Form::kSingle  ? "one call over every block's rows"
                                           : "wgmma_gemm in calls of up to 128 rows");
@@ -421,6 +423,10 @@ TEST(CudaModel, BatchInvariantGemmRowsDoNotDependOnTheCall) {
       for (int r : {0, 77, 299}) ASSERT_EQ(run(invariant, r, 1), row(whole, r)) << "row " << r;
       const std::vector<char> block = run(invariant, 64, cuda::kInvariantRows);
       for (int r = 0; r < cuda::kInvariantRows; ++r) ASSERT_EQ(row(block, r), row(whole, 64 + r));
+      for (int m : {2, 7, 128, 200}) {  // more row counts, each its own plan under kUnsplit
+        const std::vector<char> part = run(invariant, 40, m);
+        for (int r = 0; r < m; ++r) ASSERT_EQ(row(part, r), row(whole, 40 + r)) << "m=" << m;
+      }
       // The same products as the default route: within a few bf16 roundings of the output.
       const std::vector<char> ref = run(reference, 0, kRows);
       auto value = [&](const std::vector<char>& y, std::size_t i) {
