@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kW * 32,
   const KeyRange range = key_range(a, t);
   if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
   const int span = max(range.hi - range.lo, 0);
-  int per_split = (span + a.num_splits - 1) / a.num_splits;
+  int per_split = a.split_keys > 0 ? a.split_keys : (span + a.num_splits - 1) / a.num_splits;
   per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
   const int s_lo = range.lo + split * per_split;
   const int s_hi = min(range.hi, s_lo + per_split);
@@ -551,6 +551,15 @@ int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv
   return p;
 }
 
+int paged_attention_invariant_splits(int max_kv_len, int* split_keys) {
+  const int64_t keys = std::max(max_kv_len, 1);
+  const int64_t per =
+      kInvariantSplitKeys * ((keys + int64_t(kMaxSplits) * kInvariantSplitKeys - 1) /
+                             (int64_t(kMaxSplits) * kInvariantSplitKeys));
+  *split_keys = static_cast<int>(per);
+  return static_cast<int>(std::max<int64_t>(2, (keys + per - 1) / per));
+}
+
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count) {
   return paged_attention_num_splits(tokens, q_heads, q_heads, max_kv_len, sm_count);
 }
@@ -576,7 +585,8 @@ cudaError_t paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
       a.ld_out < static_cast<int64_t>(a.q_heads) * a.head_dim ||
       (a.num_splits > 1 && a.workspace == nullptr) || a.sliding_window < 0 ||
       (a.block_warps != 0 && a.block_warps != kWarps && a.block_warps != kWideWarps) ||
-      (a.batch_invariant && a.num_splits != 1)) {
+      a.split_keys < 0 || a.split_keys % kKeysPerWarp != 0 ||
+      (a.batch_invariant && a.num_splits != 1 && a.split_keys == 0)) {
     return cudaErrorInvalidValue;
   }
   if (a.tokens == 0) return cudaSuccess;

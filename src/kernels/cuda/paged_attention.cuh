@@ -50,10 +50,15 @@ struct PagedAttentionArgs {
   // Off: not yet measured on a device (lab `decode_attention`, variant "src pdl l2next";
   // dev/cuda/NOTES.md, session 22), so nothing in the product sets it.
   bool prefetch_next_step = false;
-  // Batch-invariant (--batch-invariant): every query runs the 4-warp decode kernel over its
-  // keys in one pass (no tiled prefill path, no 8-warp blocks; num_splits must be 1), so its
-  // sums follow the same order whatever else the step holds and however its prompt was
-  // chunked.
+  // > 0: split s of a query covers its visible keys [lo + s * split_keys, lo + (s + 1) *
+  // split_keys) (a multiple of 16), whatever num_splits is; num_splits * split_keys must cover
+  // the longest query's keys. 0: the keys are split evenly num_splits ways.
+  int split_keys = 0;
+  // Batch-invariant (--batch-invariant): every query runs the 4-warp decode kernel (no tiled
+  // prefill path, no 8-warp blocks) over its keys in one pass, or, with split_keys, in splits
+  // of that many keys merged in order (num_splits > 1 needs split_keys: see
+  // paged_attention_invariant_splits), so its sums follow the same order whatever else the
+  // step holds and however its prompt was chunked.
   bool batch_invariant = false;
 };
 
@@ -63,6 +68,15 @@ int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv
 // For callers without the KV head count: assumes no GQA (fewer splits than the above for
 // GQA models; still correct).
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count);
+
+// The batch-invariant split: keys in splits of kInvariantSplitKeys from each query's first
+// key, and at least 2 splits so every query is merged by the same kernel (a query of one
+// non-empty split merged alone would be rounded once less). Returns num_splits and sets
+// *split_keys for a step whose longest query sees max_kv_len keys; past 256 splits (131,072
+// keys) the split grows with max_kv_len, so queries that long are invariant only among steps
+// of the same longest length.
+constexpr int kInvariantSplitKeys = 512;
+int paged_attention_invariant_splits(int max_kv_len, int* split_keys);
 
 // Workspace for num_splits (and for the tiled prefill path's own key splits, which use the
 // same buffer earlier in the stream). 0: pass no workspace.

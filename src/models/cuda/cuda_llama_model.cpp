@@ -334,12 +334,13 @@ class CudaLlamaModel : public Model {
   // What one step's device work depends on besides the data in meta_: equal keys replay
   // the same graph.
   struct StepShape {
-    int n, num_seqs, ld_table, splits, rows;
+    int n, num_seqs, ld_table, splits, split_keys, rows;
     bool all_rows;  // the logit rows are the tokens 0 .. n - 1 in order (a decode step)
     std::size_t off_tokens, off_pos, off_slots, off_qs, off_kv, off_tables, off_rows, off_freq;
     bool greedy;  // the step ends with each row's argmax in greedy_out_
     auto key() const {
-      return std::make_tuple(n, num_seqs, ld_table, splits, rows, all_rows, off_freq, greedy);
+      return std::make_tuple(n, num_seqs, ld_table, splits, split_keys, rows, all_rows, off_freq,
+                             greedy);
     }
   };
   // Embedding through the logits of shape.rows rows into logits_ (no host sync); with
@@ -383,7 +384,7 @@ class CudaLlamaModel : public Model {
   std::future<void> host_release_;
   int64_t steps_ = 0;     // forward_sample calls (the first one is timed at debug level)
   double launch_ms_ = 0;  // host time of the last launch()
-  using GraphKey = std::tuple<int, int, int, int, int, bool, std::size_t, bool>;
+  using GraphKey = std::tuple<int, int, int, int, int, int, bool, std::size_t, bool>;
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     uint64_t last_used = 0;
@@ -870,6 +871,7 @@ Status CudaLlamaModel::run_forward(const StepShape& shape) {
     a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     a.sliding_window = c.sliding_window && c.layer_uses_window[l] ? *c.sliding_window : 0;
     a.num_splits = splits;
+    a.split_keys = shape.split_keys;
     a.workspace = attn_ws_.as<float>();
     // PDL: the sequence lookup and first block-table entries load before the wait on the
     // previous kernel (rope_kv_write or the fused qkv GEMV); in fused decode steps the o GEMV
@@ -1084,10 +1086,11 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(meta_.data(), meta_staging_.data(), m.bytes, cudaMemcpyHostToDevice, st),
       "uploading step metadata"));
-  // Batch-invariant: one pass over each query's keys (a split count set by the batch would
-  // change the sums' order).
+  // Batch-invariant: each query's keys in splits of a fixed size from its first key, merged
+  // in order (a split count set by the batch would change the sums' order).
+  int split_keys = 0;
   const int splits = batch_invariant()
-                         ? 1
+                         ? cuda::paged_attention_invariant_splits(max_kv, &split_keys)
                          : cuda::paged_attention_num_splits(n, c.num_heads, c.num_kv_heads, max_kv,
                                                             ctx_->properties().multiProcessorCount);
   // Batch-invariant GEMMs read and write whole blocks of kInvariantRows rows: the GEMMs'
@@ -1132,8 +1135,8 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
     }
     HEARTH_RETURN_IF_ERROR(ensure(greedy_out_, std::size_t(rows) * 4, "sampled ids"));
   }
-  const StepShape shape{n,       num_seqs, ld_table, splits,   rows,   all_rows, m.tokens, m.pos,
-                        m.slots, m.qs,     m.kv,     m.tables, m.rows, m.freq,   greedy};
+  const StepShape shape{n,     num_seqs, ld_table, splits, split_keys, rows,   all_rows, m.tokens,
+                        m.pos, m.slots,  m.qs,     m.kv,   m.tables,   m.rows, m.freq,   greedy};
   if (rows == 0 || !compiled_decode_) return run_step(shape);
   // Small steps and decode-only steps (one token per sequence, e.g. a busy engine's batch)
   // are captured once their shape repeats, so a one-off shape (a short prompt's prefill)

@@ -21,7 +21,8 @@ using Bf16 = __nv_bfloat16;
 struct AttnCase {
   int head_dim, q_heads, kv_heads, window;
   float softcap;
-  int splits;  // 0: paged_attention_num_splits()
+  int splits;              // 0: paged_attention_num_splits()
+  bool invariant = false;  // batch_invariant with paged_attention_invariant_splits (splits unused)
 };
 
 // {new query tokens, cached keys before this step} per sequence.
@@ -154,9 +155,11 @@ void check_attention(AttentionFixture& test, const Batch& seqs, const AttnCase& 
   DeviceBuffer dlens = test.upload(kv_lens);
   const int64_t ld_out = row + 24;
   DeviceBuffer dout = test.poisoned<Bf16>(tokens * ld_out);
-  const int splits = c.splits > 0 ? c.splits
-                                  : paged_attention_num_splits(tokens, c.q_heads, c.kv_heads,
-                                                               max_kv, test.sm_count());
+  int split_keys = 0;
+  const int splits = c.invariant    ? paged_attention_invariant_splits(max_kv, &split_keys)
+                     : c.splits > 0 ? c.splits
+                                    : paged_attention_num_splits(tokens, c.q_heads, c.kv_heads,
+                                                                 max_kv, test.sm_count());
   size_t ws_bytes = paged_attention_workspace_bytes(tokens, c.q_heads, c.head_dim, splits);
   DeviceBuffer dws = test.poisoned<char>(ws_bytes + 16);
 
@@ -181,6 +184,8 @@ void check_attention(AttentionFixture& test, const Batch& seqs, const AttnCase& 
   a.softcap = c.softcap;
   a.sliding_window = c.window;
   a.num_splits = splits;
+  a.split_keys = split_keys;
+  a.batch_invariant = c.invariant;
   a.workspace = ws_bytes > 0 ? dws.as<float>() : nullptr;  // as the model passes it
   ASSERT_EQ(paged_attention(a, test.ctx_->stream()), cudaSuccess);
   auto out = from_bf16(test.download<Bf16>(dout, tokens * ld_out));
@@ -203,6 +208,38 @@ void check_attention(AttentionFixture& test, const Batch& seqs, const AttnCase& 
     ASSERT_EQ(std::memcmp(&first[t * ld_out], &again[t * ld_out], row * sizeof(Bf16)), 0)
         << "prefetch_next_step changed token " << t << "'s output";
   }
+  if (!c.invariant) return;
+  // Batch-invariant: each sequence alone (its own split count) gives its rows the same bits
+  // as inside the batch.
+  for (int s = 0; s < num_seqs; ++s) {
+    DeviceBuffer qs1 = test.upload(std::vector<int32_t>{0, seqs[s].first});
+    DeviceBuffer kv1 = test.upload(std::vector<int32_t>{kv_lens[s]});
+    DeviceBuffer table1 = test.upload(
+        std::vector<int32_t>(tables.begin() + s * ld_table, tables.begin() + (s + 1) * ld_table));
+    PagedAttentionArgs b = a;
+    b.q = dq.as<Bf16>() + static_cast<int64_t>(query_start[s]) * ld_q;
+    b.block_tables = table1.as<int32_t>();
+    b.query_start = qs1.as<int32_t>();
+    b.kv_lens = kv1.as<int32_t>();
+    b.seqs = 1;
+    b.tokens = seqs[s].first;
+    b.prefetch_next_step = false;
+    b.num_splits = paged_attention_invariant_splits(kv_lens[s], &b.split_keys);
+    DeviceBuffer ws1 = test.poisoned<char>(
+        paged_attention_workspace_bytes(b.tokens, c.q_heads, c.head_dim, b.num_splits) + 16);
+    b.workspace = ws1.as<float>();
+    DeviceBuffer out1 = test.poisoned<Bf16>(b.tokens * ld_out);
+    b.out = out1.as<Bf16>();
+    ASSERT_EQ(paged_attention(b, test.ctx_->stream()), cudaSuccess);
+    const auto alone = test.download<Bf16>(out1, b.tokens * ld_out);
+    for (int i = 0; i < b.tokens; ++i) {
+      ASSERT_EQ(std::memcmp(&alone[i * ld_out], &first[(query_start[s] + i) * ld_out],
+                            row * sizeof(Bf16)),
+                0)
+          << "sequence " << s << " token " << i << ": alone (" << b.num_splits << " splits) vs "
+          << splits << " in the batch";
+    }
+  }
 }
 
 class PagedAttentionTest : public AttentionFixture,
@@ -220,7 +257,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{64, 12, 2, 0, 50.0f, 1}, AttnCase{256, 8, 4, 64, 30.0f, 3},
                       AttnCase{96, 6, 1, 300, 0.0f, 8}, AttnCase{128, 4, 2, 0, 0.0f, 64},
                       AttnCase{16, 4, 2, 0, 0.0f, 1}, AttnCase{32, 8, 2, 40, 20.0f, 4},
-                      AttnCase{128, 32, 8, 0, 0.0f, 0}));
+                      AttnCase{128, 32, 8, 0, 0.0f, 0},
+                      // batch-invariant: fixed 512-key splits, no tiled path
+                      AttnCase{128, 32, 8, 0, 0.0f, 0, true}));
 
 class PagedDecodeTest : public AttentionFixture, public ::testing::WithParamInterface<AttnCase> {};
 
@@ -258,7 +297,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Sliding windows (shorter than a block, odd, longer than most rows), soft-capping.
         AttnCase{128, 32, 8, 7, 0.0f, 0}, AttnCase{128, 32, 8, 333, 0.0f, 5},
         AttnCase{256, 8, 4, 4096, 30.0f, 0}, AttnCase{64, 8, 2, 100, 50.0f, 2},
-        AttnCase{32, 4, 4, 0, 20.0f, 0}));
+        AttnCase{32, 4, 4, 0, 20.0f, 0},
+        // Batch-invariant splits: the 8B's heads, a window with soft-capping, head_dim 256.
+        AttnCase{128, 32, 8, 0, 0.0f, 0, true}, AttnCase{64, 8, 2, 100, 50.0f, 0, true},
+        AttnCase{256, 16, 8, 0, 0.0f, 0, true}));
 
 TEST_F(CudaTest, PagedAttentionRejectsBadArguments) {
   PagedAttentionArgs a;
