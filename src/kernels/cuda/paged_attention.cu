@@ -151,6 +151,11 @@ __global__ void __launch_bounds__(kW * 32,
   per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
   const int s_lo = range.lo + split * per_split;
   const int s_hi = min(range.hi, s_lo + per_split);
+  // Invariant splits: a query whose keys fit one split writes its row itself whatever the
+  // split count (the combine kernel skips it), so a short query's bits do not depend on how
+  // long the step's longest query is, and a step of short queries runs one pass.
+  const bool direct = a.num_splits == 1 || (a.split_keys > 0 && span <= per_split);
+  if (direct && split > 0) return;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -396,7 +401,7 @@ __global__ void __launch_bounds__(kW * 32,
     }
     o = big_l > 0.0f ? o / big_l : 0.0f;
     int head = head0 + hh;
-    if (a.num_splits == 1) {
+    if (direct) {
       a.out[t * a.ld_out + head * kHeadDim + d] = __float2bfloat16(o);
     } else {
       int64_t idx = (static_cast<int64_t>(split) * a.tokens + t) * a.q_heads + head;
@@ -419,7 +424,10 @@ __global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, cons
   __shared__ float scratch[32];
   const int t = blockIdx.x;
   const int h = blockIdx.y;
-  if (skip_q_len > 0 && key_range(a, t).q_len >= skip_q_len) return;
+  const KeyRange range = key_range(a, t);
+  if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
+  // A query of one invariant split wrote its row in the split kernel.
+  if (a.split_keys > 0 && range.hi - range.lo <= a.split_keys) return;
   detail::grid_dependency_wait();  // the split kernel's partials
   const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
   const int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
@@ -557,7 +565,7 @@ int paged_attention_invariant_splits(int max_kv_len, int* split_keys) {
       kInvariantSplitKeys * ((keys + int64_t(kMaxSplits) * kInvariantSplitKeys - 1) /
                              (int64_t(kMaxSplits) * kInvariantSplitKeys));
   *split_keys = static_cast<int>(per);
-  return static_cast<int>(std::max<int64_t>(2, (keys + per - 1) / per));
+  return static_cast<int>((keys + per - 1) / per);
 }
 
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count) {

@@ -70,11 +70,13 @@ int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count);
 
 // The batch-invariant split: keys in splits of kInvariantSplitKeys from each query's first
-// key, and at least 2 splits so every query is merged by the same kernel (a query of one
-// non-empty split merged alone would be rounded once less). Returns num_splits and sets
-// *split_keys for a step whose longest query sees max_kv_len keys; past 256 splits (131,072
-// keys) the split grows with max_kv_len, so queries that long are invariant only among steps
-// of the same longest length.
+// key. A query whose keys fit one split is written by the split kernel itself (the combine
+// kernel skips it), one of more splits is merged by the combine kernel over every split of
+// the step (its empty ones weigh exactly 0), so a query's bits depend on its own keys only;
+// a step whose queries all fit one split runs one pass (num_splits 1). Returns num_splits and
+// sets *split_keys for a step whose longest query sees max_kv_len keys; past 256 splits
+// (131,072 keys) the split grows with max_kv_len, so queries that long are invariant only
+// among steps of the same longest length.
 constexpr int kInvariantSplitKeys = 512;
 int paged_attention_invariant_splits(int max_kv_len, int* split_keys);
 

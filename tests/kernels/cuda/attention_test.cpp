@@ -265,7 +265,8 @@ class PagedDecodeTest : public AttentionFixture, public ::testing::WithParamInte
 
 // The decode kernel's own territory: many decode rows with odd context lengths (1 key, a
 // partial block, exact blocks, thousands of keys), short prefill rows (2..15 tokens, each
-// with its own causal position) and one row long enough to be split many ways.
+// with its own causal position) and one row long enough to be split many ways. Invariant
+// cases: rows of up to 512 keys are written by the split kernel, longer ones merged.
 TEST_P(PagedDecodeTest, DecodeRowsMatchReference) {
   check_attention(*this,
                   {{1, 0},
@@ -277,6 +278,7 @@ TEST_P(PagedDecodeTest, DecodeRowsMatchReference) {
                    {1, 511},
                    {7, 0},
                    {1, 1000},
+                   {6, 509},  // its rows see 510-515 keys: across the invariant 512-key split
                    {1, 2999},
                    {3, 130}},
                   GetParam(), 97);
