@@ -48,14 +48,14 @@ struct GemmBf16Options {
   bool batch_invariant = false;
   // How a batch-invariant call runs (from_env: HEARTH_INVARIANT_GEMM=
   // unsplit|blocks|batched|single|wgmma):
-  // - kUnsplit (default): one cuBLASLt call of the caller's m rows with cuBLASLt's best-ranked
-  //   algorithm for that m among those that need no reduction (so do not split k), of the
-  //   algorithm id the shape's 64-row plan takes (failing those, the default candidates forced
-  //   to split-K 1). On the H200 (lab_invariant_gemm, the 8B shapes, 1-4096 rows) every
-  //   unsplit algorithm gave every row the same bytes whatever its tile or the row count;
-  //   split-K ones gave bytes of their own per split count. So a row's sums depend only on w's
-  //   shape while each m runs its own tile: no padding needed, and a large m runs as fast as
-  //   the default route's unsplit pick. The gtest checks rows across calls of 1-300 rows;
+  // - kUnsplit (default): one cuBLASLt call of the caller's m rows with the first of
+  //   cuBLASLt's candidates for that m, forced to split k in one piece (split-K 1, no
+  //   reduction), of the algorithm id the shape's 64-row plan takes. On the H200
+  //   (lab_invariant_gemm, the 8B shapes, 1-4096 rows) every unsplit algorithm gave every row the
+  //   same bytes whatever its tile or the row count; split-K ones gave bytes of their own per split
+  //   count. So a row's sums depend only on w's shape while each m runs its own tile: no padding
+  //   needed, and a large m runs as fast as the default route's unsplit pick. The gtest checks rows
+  //   across calls of 1-300 rows;
   // - the forms below run the 64-row plan's one algorithm (invariant_plan_rows' plan's) on
   //   blocks of kInvariantRows rows, the A/B baselines: kBlocks, one call a block; kBatched,
   //   one strided-batched call (w shared, stride 0); kSingle, one plain call over all the
