@@ -30,8 +30,9 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
                   "A request's tokens do not depend on what shares its batch. CPU, 4/8-bit "
                   "models with --cpu-int8-dot on: codes re-laid out by 16 rows, decode in the "
                   "prefill GEMM's order; float weights: one dot-product tile kernel at every "
-                  "row count (slower prefill). CUDA, bf16 models: fixed 64-row GEMM blocks and "
-                  "one attention kernel (slower; quantized models refused). auto: on for CPU "
+                  "row count (slower prefill). CUDA, bf16 models: GEMMs that do not split k and "
+                  "one attention kernel in fixed key splits (slower; quantized models refused). "
+                  "auto: on for CPU "
                   "models on the int8 path, otherwise off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
@@ -91,7 +92,7 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
   }
   // auto: load turns it on where it costs about nothing (a CPU model on the int8 path:
   // benchmarks/RESULTS.md, S21-C2) and leaves it off where it costs speed (float weights on
-  // the CPU: long prefills ~0.7x; CUDA: batch-1 decode 0.84x, 256 concurrent 0.53x). The bf16
+  // the CPU: long prefills ~0.7x; CUDA: batch-1 decode 0.84x, long prefills 0.3-0.4x). The bf16
   // prefill GEMM (--cpu-bf16-dot on) rounds activations that decode does not: it cannot be
   // combined with on.
   if (args.batch_invariant == "on" && options.device == Device::kCpu && options.cpu_bf16_dot) {
