@@ -339,7 +339,8 @@ Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
   };
   // The default candidates for this m in cuBLASLt's order, forced to split-K 1. (Its ranking
   // of the algorithms that need no reduction, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, put
-  // a pre-Hopper kernel first for the 8B's down projection at 64 rows: 330 us against 44.)
+  // a kernel of another family (id 41) first for the 8B's down projection at 64 rows: 330 us
+  // against 44.)
   std::vector<cublasLtMatmulAlgo_t> candidates(plan->algos, plan->algos + plan->count);
   for (const cublasLtMatmulAlgo_t& algo : candidates) {
     if (wanted >= 0 && algo_id(algo) != wanted) continue;
