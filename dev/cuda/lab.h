@@ -80,6 +80,30 @@ class CapturedGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// Microseconds per call of fn(i) over `calls` calls captured into one graph (median of
+// `reps` replays).
+template <typename F>
+double graph_us(cudaStream_t st, int calls, F&& fn, int reps = 9) {
+  const CapturedGraph graph(st, [&] {
+    for (int i = 0; i < calls; ++i) fn(i);
+  });
+  return median_ms(
+             st, [&](int) { graph.launch(); }, reps, 2) *
+         1e3 / calls;
+}
+
+// The Llama-3.1-8B weight shapes a decode step multiplies by, as w[n, k].
+struct WeightShape {
+  const char* name;
+  int n;
+  int k;
+};
+constexpr WeightShape kLlama8bShapes[] = {{"qkv", 6144, 4096},
+                                          {"o", 4096, 4096},
+                                          {"gate_up", 28672, 4096},
+                                          {"down", 4096, 14336},
+                                          {"lm_head", 128256, 4096}};
+
 inline std::vector<float> to_host_bf16(const __nv_bfloat16* d, size_t count) {
   std::vector<__nv_bfloat16> h(count);
   CK(cudaMemcpy(h.data(), d, count * 2, cudaMemcpyDeviceToHost));

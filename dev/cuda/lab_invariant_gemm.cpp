@@ -37,28 +37,7 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-struct Shape {
-  const char* name;
-  int n;
-  int k;
-};
-constexpr Shape kShapes[] = {{"qkv", 6144, 4096},
-                             {"o", 4096, 4096},
-                             {"gate_up", 28672, 4096},
-                             {"down", 4096, 14336},
-                             {"lm_head", 128256, 4096}};
 constexpr int kRows = 4096;  // the reference call's rows
-
-// Microseconds per call of fn(i) over `calls` calls captured into one graph.
-template <typename F>
-double graph_us(cudaStream_t st, int calls, F&& fn) {
-  const CapturedGraph graph(st, [&] {
-    for (int i = 0; i < calls; ++i) fn(i);
-  });
-  return median_ms(
-             st, [&](int) { graph.launch(); }, 7, 2) *
-         1e3 / calls;
-}
 
 std::vector<int> plan_rows_from_env() {
   std::vector<int> rows;
@@ -74,7 +53,7 @@ std::vector<int> plan_rows_from_env() {
   return rows;
 }
 
-void sweep(DeviceContext& ctx, const Shape& s, const std::vector<int>& plan_rows) {
+void sweep(DeviceContext& ctx, const WeightShape& s, const std::vector<int>& plan_rows) {
   cudaStream_t st = ctx.stream();
   const size_t wbytes = size_t(s.n) * s.k * 2;
   const int copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
@@ -96,7 +75,8 @@ void sweep(DeviceContext& ctx, const Shape& s, const std::vector<int>& plan_rows
     CK(gemm.run(shape(m), x, w, y));  // plans and layouts before the capture
     CK(cudaStreamSynchronize(st));
     const int n_calls = m >= 1024 ? 2 : calls;
-    return graph_us(st, n_calls, [&](int i) { CK(gemm.run(shape(m), x, wcopy(i), y)); });
+    return graph_us(
+        st, n_calls, [&](int i) { CK(gemm.run(shape(m), x, wcopy(i), y)); }, 7);
   };
   std::printf("\n== %s %dx%d (%.1f MB bf16, %d copies)\n", s.name, s.n, s.k, wbytes / 1e6, copies);
 
@@ -221,7 +201,7 @@ int main() {
     std::printf("copy ceiling %.3f TB/s\n", measure_copy_bandwidth((*ctx)->stream()) / 1e12);
     const std::vector<int> plan_rows = plan_rows_from_env();
     const char* only = std::getenv("LAB_ONLY");
-    for (const Shape& s : kShapes) {
+    for (const WeightShape& s : kLlama8bShapes) {
       if (only != nullptr && std::strcmp(only, s.name) != 0) continue;
       try {
         sweep(**ctx, s, plan_rows);

@@ -33,29 +33,9 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-struct Shape {
-  const char* name;
-  int n;
-  int k;
-};
-constexpr Shape kShapes[] = {{"qkv", 6144, 4096},
-                             {"o", 4096, 4096},
-                             {"gate_up", 28672, 4096},
-                             {"down", 4096, 14336},
-                             {"lm_head", 128256, 4096}};
+using Shape = WeightShape;
+constexpr const WeightShape (&kShapes)[5] = kLlama8bShapes;
 constexpr int kMaxRows = 256;  // cuBLASLt up to 256 rows; wgmma_gemm up to kWgmmaMaxRows
-
-// Microseconds per call of fn(i) over `calls` calls captured into one graph (median of
-// replays).
-template <typename F>
-double graph_us(cudaStream_t st, int calls, F&& fn) {
-  const CapturedGraph graph(st, [&] {
-    for (int i = 0; i < calls; ++i) fn(i);
-  });
-  return median_ms(
-             st, [&](int) { graph.launch(); }, 9, 2) *
-         1e3 / calls;
-}
 
 struct Workspace {
   float* partials = nullptr;
