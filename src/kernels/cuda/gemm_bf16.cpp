@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "base/log.h"
 #include "kernels/cuda/gemv_bf16.cuh"
@@ -341,10 +340,9 @@ Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
   // of the algorithms that need no reduction, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, put
   // a kernel of another family (id 41) first for the 8B's down projection at 64 rows: 330 us
   // against 44.)
-  std::vector<cublasLtMatmulAlgo_t> candidates(plan->algos, plan->algos + plan->count);
-  for (const cublasLtMatmulAlgo_t& algo : candidates) {
-    if (wanted >= 0 && algo_id(algo) != wanted) continue;
-    const cublasLtMatmulAlgo_t candidate = unsplit_copy(algo);
+  for (int i = 0; i < plan->count; ++i) {
+    if (wanted >= 0 && algo_id(plan->algos[i]) != wanted) continue;
+    const cublasLtMatmulAlgo_t candidate = unsplit_copy(plan->algos[i]);
     if (accepted(candidate)) {
       plan->unsplit = candidate;
       plan->unsplit_resolved = true;

@@ -426,9 +426,12 @@ __global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, cons
   const int h = blockIdx.y;
   const KeyRange range = key_range(a, t);
   if (skip_q_len > 0 && range.q_len >= skip_q_len) return;
+  // The split kernel's partials. Also before the return below: a grid that could finish
+  // before the split kernel would let the next kernel, which waits on this one alone, read
+  // rows the split kernel has not yet written.
+  detail::grid_dependency_wait();
   // A query of one invariant split wrote its row in the split kernel.
   if (a.split_keys > 0 && range.hi - range.lo <= a.split_keys) return;
-  detail::grid_dependency_wait();  // the split kernel's partials
   const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
   const int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
   float m[kMaxSplits / 128];
