@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -103,6 +106,33 @@ constexpr WeightShape kLlama8bShapes[] = {{"qkv", 6144, 4096},
                                           {"gate_up", 28672, 4096},
                                           {"down", 4096, 14336},
                                           {"lm_head", 128256, 4096}};
+
+// fn(shape) for each of kLlama8bShapes, or LAB_ONLY=<name>'s alone; a shape that throws is
+// reported and the next one runs.
+template <typename F>
+void for_each_llama8b_shape(F&& fn) {
+  const char* only = std::getenv("LAB_ONLY");
+  for (const WeightShape& s : kLlama8bShapes) {
+    if (only != nullptr && std::strcmp(only, s.name) != 0) continue;
+    try {
+      fn(s);
+    } catch (const std::exception& e) {
+      std::printf("%s: ERROR %s\n", s.name, e.what());
+    }
+  }
+}
+
+// A lab's main(): body(), with what it throws reported as "<lab>: ERROR ..." and exit 1.
+template <typename F>
+int run_lab(const char* lab, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::printf("%s: ERROR %s\n", lab, e.what());
+    return 1;
+  }
+  return 0;
+}
 
 inline std::vector<float> to_host_bf16(const __nv_bfloat16* d, size_t count) {
   std::vector<__nv_bfloat16> h(count);

@@ -802,13 +802,6 @@ cudaError_t src_w8_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   b.block_warps = 8;
   return paged_attention(b, stream);
 }
-// 4-warp blocks that also pull each warp's next step of K/V rows into L2 (session 22).
-cudaError_t src_l2next_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
-  PagedAttentionArgs b = a;
-  b.pdl = true;
-  b.prefetch_next_step = true;
-  return paged_attention(b, stream);
-}
 template <int kW, bool kPipe = false>
 cudaError_t lab_fn(const PagedAttentionArgs& a, cudaStream_t stream) {
   return gqa_attention<kPipe, kW>(a, stream, true);
@@ -823,7 +816,6 @@ struct Variant {
 constexpr Variant kVariants[] = {{"src", src_fn},
                                  {"src pdl", src_pdl_fn},
                                  {"src pdl w8", src_w8_fn},
-                                 {"src pdl l2next", src_l2next_fn},
                                  {"lab w2", lab_fn<2>},
                                  {"lab w1", lab_fn<1>},
                                  {"lab w4 pipe", lab_fn<4, true>},
@@ -1003,7 +995,7 @@ void run() {
     }
     for (int splits : tries) {
       for (const Variant& v : kVariants) {
-        if (c.src_only && v.fn != src_fn && v.fn != src_pdl_fn && v.fn != src_l2next_fn) {
+        if (c.src_only && v.fn != src_fn && v.fn != src_pdl_fn) {
           continue;
         }
         Check chk = validate(s, pool, splits, v.fn, stream);

@@ -195,23 +195,11 @@ void sweep(DeviceContext& ctx, const WeightShape& s, const std::vector<int>& pla
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  try {
+  return run_lab("lab_invariant_gemm", [] {
     auto ctx = DeviceContext::create({});
     CK(ctx.status());
     std::printf("copy ceiling %.3f TB/s\n", measure_copy_bandwidth((*ctx)->stream()) / 1e12);
     const std::vector<int> plan_rows = plan_rows_from_env();
-    const char* only = std::getenv("LAB_ONLY");
-    for (const WeightShape& s : kLlama8bShapes) {
-      if (only != nullptr && std::strcmp(only, s.name) != 0) continue;
-      try {
-        sweep(**ctx, s, plan_rows);
-      } catch (const std::exception& e) {
-        std::printf("%s: ERROR %s\n", s.name, e.what());
-      }
-    }
-  } catch (const std::exception& e) {
-    std::printf("lab_invariant_gemm: ERROR %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    for_each_llama8b_shape([&](const WeightShape& s) { sweep(**ctx, s, plan_rows); });
+  });
 }

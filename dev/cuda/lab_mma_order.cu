@@ -36,23 +36,6 @@ namespace {
 using Bf16 = __nv_bfloat16;
 
 enum class Order { kChain, kChain2, kChain4, kBlock32, kBlock64 };
-constexpr Order kOrders[] = {Order::kChain, Order::kChain2, Order::kChain4, Order::kBlock32,
-                             Order::kBlock64};
-const char* name(Order o) {
-  switch (o) {
-    case Order::kChain:
-      return "chain";
-    case Order::kChain2:
-      return "chain2";
-    case Order::kChain4:
-      return "chain4";
-    case Order::kBlock32:
-      return "block32";
-    case Order::kBlock64:
-      return "block64";
-  }
-  return "?";
-}
 
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
@@ -113,6 +96,8 @@ __global__ void mma_gemv(const Bf16* x, const Bf16* w, float* y, int m, int n, i
   }
 }
 
+using Launch = void (*)(const Bf16* x, const Bf16* w, float* y, int m, int n, int k,
+                        cudaStream_t st);
 template <Order kOrder>
 void launch(const Bf16* x, const Bf16* w, float* y, int m, int n, int k, cudaStream_t st) {
   const int warps = n / 16;
@@ -120,22 +105,15 @@ void launch(const Bf16* x, const Bf16* w, float* y, int m, int n, int k, cudaStr
   mma_gemv<kOrder><<<grid, 128, 0, st>>>(x, w, y, m, n, k);
   CK(cudaGetLastError());
 }
-
-void run_order(Order o, const Bf16* x, const Bf16* w, float* y, int m, int n, int k,
-               cudaStream_t st) {
-  switch (o) {
-    case Order::kChain:
-      return launch<Order::kChain>(x, w, y, m, n, k, st);
-    case Order::kChain2:
-      return launch<Order::kChain2>(x, w, y, m, n, k, st);
-    case Order::kChain4:
-      return launch<Order::kChain4>(x, w, y, m, n, k, st);
-    case Order::kBlock32:
-      return launch<Order::kBlock32>(x, w, y, m, n, k, st);
-    case Order::kBlock64:
-      return launch<Order::kBlock64>(x, w, y, m, n, k, st);
-  }
-}
+struct Variant {
+  const char* name;
+  Launch launch;
+};
+constexpr Variant kVariants[] = {{"chain", launch<Order::kChain>},
+                                 {"chain2", launch<Order::kChain2>},
+                                 {"chain4", launch<Order::kChain4>},
+                                 {"block32", launch<Order::kBlock32>},
+                                 {"block64", launch<Order::kBlock64>}};
 
 // "equal a/b bits, max |diff| d" of two f32 arrays.
 void compare(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
@@ -178,9 +156,9 @@ void shape(DeviceContext& ctx, int n, int k) {
     const std::vector<float> route = result([&] { CK(plain.run(g, x, w, y)); });
     std::printf("  m=%d\n", m);
     compare("default route vs unsplit", route, unsplit);
-    for (Order o : kOrders) {
-      const std::vector<float> mine = result([&] { run_order(o, x, w, y, m, n, k, st); });
-      compare((std::string(name(o)) + " vs unsplit").c_str(), mine, unsplit);
+    for (const Variant& v : kVariants) {
+      const std::vector<float> mine = result([&] { v.launch(x, w, y, m, n, k, st); });
+      compare((std::string(v.name) + " vs unsplit").c_str(), mine, unsplit);
     }
   }
   cudaFree(w);
@@ -194,16 +172,10 @@ void shape(DeviceContext& ctx, int n, int k) {
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  try {
+  return run_lab("lab_mma_order", [] {
     auto ctx = DeviceContext::create({});
     CK(ctx.status());
-    shape(**ctx, 4096, 4096);
-    shape(**ctx, 4096, 14336);
-    shape(**ctx, 6144, 4096);
-    shape(**ctx, 256, 512);
-  } catch (const std::exception& e) {
-    std::printf("lab_mma_order: ERROR %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    for_each_llama8b_shape([&](const WeightShape& s) { shape(**ctx, s.n, s.k); });
+    shape(**ctx, 256, 512);  // a small shape: cuBLASLt's picks differ there
+  });
 }

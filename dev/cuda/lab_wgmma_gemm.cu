@@ -33,8 +33,6 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-using Shape = WeightShape;
-constexpr const WeightShape (&kShapes)[5] = kLlama8bShapes;
 constexpr int kMaxRows = 256;  // cuBLASLt up to 256 rows; wgmma_gemm up to kWgmmaMaxRows
 
 struct Workspace {
@@ -68,7 +66,7 @@ WgmmaGemmArgs make_args(int m, int n, int k, const Bf16* x, const Bf16* w, void*
 // The fastest cuBLASLt candidate per (shape name, m), from shape_sweep for layer_chain.
 using BestCandidates = std::map<std::pair<std::string, int>, int>;
 
-void shape_sweep(DeviceContext& ctx, const Shape& s, double copy_bw, const Workspace& ws,
+void shape_sweep(DeviceContext& ctx, const WeightShape& s, double copy_bw, const Workspace& ws,
                  bool checks, BestCandidates& best) {
   cudaStream_t st = ctx.stream();
   const int sm = ctx.properties().multiProcessorCount;
@@ -269,10 +267,10 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
   constexpr int kLayers = 8;
   std::vector<Bf16*> w(4 * kLayers);
   size_t layer_bytes = 0;
-  for (int i = 0; i < 4; ++i) layer_bytes += size_t(kShapes[i].n) * kShapes[i].k * 2;
+  for (int i = 0; i < 4; ++i) layer_bytes += size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k * 2;
   for (int l = 0; l < kLayers; ++l) {
     for (int i = 0; i < 4; ++i) {
-      const size_t n = size_t(kShapes[i].n) * kShapes[i].k;
+      const size_t n = size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k;
       CK(cudaMalloc(&w[l * 4 + i], n * 2));
       CK(fill_random_bf16(w[l * 4 + i], n, 300 + l * 4 + i, 0.05f, st));
     }
@@ -294,11 +292,11 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
       auto run = [&](int which, bool pdl) {
         return graph_us(st, kLayers, [&](int l) {
           for (int i = 0; i < 4; ++i) {
-            const int n = kShapes[i].n;
-            const int k = kShapes[i].k;
+            const int n = kLlama8bShapes[i].n;
+            const int k = kLlama8bShapes[i].k;
             if (which <= 1) {
               GemmShape g{m, n, k, k, k, n, GemmOut::kBf16, false};
-              auto it = best.find({kShapes[i].name, m});
+              auto it = best.find({kLlama8bShapes[i].name, m});
               CK(gemm.choose(g, which == 1 && it != best.end() ? it->second : 0));
               CK(gemm.run(g, x, w[l * 4 + i], y));
             } else {
@@ -332,7 +330,7 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  try {
+  return run_lab("lab_wgmma_gemm", [] {
     auto ctx = DeviceContext::create({});
     CK(ctx.status());
     cudaStream_t st = (*ctx)->stream();
@@ -343,20 +341,10 @@ int main() {
     CK(cudaMemset(ws.counters, 0, size_t(ws.counter_count) * 4));
     // LAB_ONLY=<shape> runs that shape's sweep alone (no checks, no chain): one kernel per
     // variant and m, for a profiler.
-    const char* only = std::getenv("LAB_ONLY");
+    const bool all = std::getenv("LAB_ONLY") == nullptr;
     BestCandidates best;
-    for (const Shape& s : kShapes) {
-      if (only != nullptr && std::strcmp(only, s.name) != 0) continue;
-      try {
-        shape_sweep(**ctx, s, copy_bw, ws, only == nullptr, best);
-      } catch (const std::exception& e) {
-        std::printf("%s: ERROR %s\n", s.name, e.what());
-      }
-    }
-    if (only == nullptr) layer_chain(**ctx, copy_bw, ws, best);
-  } catch (const std::exception& e) {
-    std::printf("lab_wgmma_gemm: ERROR %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    for_each_llama8b_shape(
+        [&](const WeightShape& s) { shape_sweep(**ctx, s, copy_bw, ws, all, best); });
+    if (all) layer_chain(**ctx, copy_bw, ws, best);
+  });
 }

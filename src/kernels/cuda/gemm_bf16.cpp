@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "base/log.h"
 #include "kernels/cuda/gemv_bf16.cuh"
@@ -71,19 +72,13 @@ GemmBf16Options GemmBf16Options::from_env() {
   if (const char* form = std::getenv("HEARTH_INVARIANT_GEMM"); form != nullptr && *form != '\0') {
     if (std::strcmp(form, "unsplit") == 0) {
       options.invariant_form = GemmBf16Options::InvariantForm::kUnsplit;
-    } else if (std::strcmp(form, "blocks") == 0) {
-      options.invariant_form = GemmBf16Options::InvariantForm::kBlocks;
     } else if (std::strcmp(form, "batched") == 0) {
       options.invariant_form = GemmBf16Options::InvariantForm::kBatched;
     } else if (std::strcmp(form, "single") == 0) {
       options.invariant_form = GemmBf16Options::InvariantForm::kSingle;
-    } else if (std::strcmp(form, "wgmma") == 0) {
-      options.invariant_form = GemmBf16Options::InvariantForm::kWgmma;
     } else {
-      spdlog::warn(
-          "HEARTH_INVARIANT_GEMM={} is not unsplit, blocks, batched, single or wgmma; keeping "
-          "unsplit",
-          form);
+      spdlog::warn("HEARTH_INVARIANT_GEMM={} is not unsplit, batched or single; keeping unsplit",
+                   form);
     }
   }
   if (const char* rows = std::getenv("HEARTH_INVARIANT_PLAN_ROWS");
@@ -112,9 +107,7 @@ GemmBf16Options GemmBf16Options::from_env() {
 bool wgmma_gemm_routed(int m) { return m >= kWgmmaMinRoutedRows && m <= kWgmmaMaxRows; }
 
 GemmBf16::GemmBf16(DeviceContext& ctx, GemmBf16Options options) : ctx_(&ctx), options_(options) {
-  const bool invariant_wgmma =
-      options_.batch_invariant && options_.invariant_form == GemmBf16Options::InvariantForm::kWgmma;
-  if ((options_.wgmma || invariant_wgmma) && ctx.properties().major == 9) {
+  if (options_.wgmma && ctx.properties().major == 9) {
     wgmma_counters_ = zeroed_counters(ctx, kWgmmaCounters, "wgmma GEMM counters");
   }
 }
@@ -222,24 +215,16 @@ Result<bool> GemmBf16::run_wgmma(const GemmShape& s, const __nv_bfloat16* x, con
   return true;
 }
 
+int GemmBf16::operand_rows(int m) const {
+  if (!options_.batch_invariant ||
+      options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit) {
+    return m;
+  }
+  return (m + kInvariantRows - 1) / kInvariantRows * kInvariantRows;
+}
+
 Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                void* y) {
-  if (options_.invariant_form == GemmBf16Options::InvariantForm::kWgmma &&
-      wgmma_counters_.data() != nullptr) {
-    // Calls of up to kWgmmaMaxRows rows; whether this shape takes the kernel does not depend
-    // on the row count, so every call of the shape takes the same route.
-    const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
-    bool ran = true;
-    for (int r = 0; r < s.m && ran; r += kWgmmaMaxRows) {
-      GemmShape part = s;
-      part.m = std::min(kWgmmaMaxRows, s.m - r);
-      HEARTH_ASSIGN_OR_RETURN(
-          ran, run_wgmma(part, x + static_cast<int64_t>(r) * s.ldx, w,
-                         static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size));
-      if (!ran && r > 0) return internal_error("wgmma GEMM refused a part of a call");
-    }
-    if (ran) return ok_status();
-  }
   if (options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit) {
     HEARTH_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t* algo, unsplit_for(s));
     const Plan* plan = &plans_.at(key_of(s));
@@ -267,7 +252,7 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
   };
   GemmShape block = s;
   block.m = kInvariantRows;
-  if (blocks > 1 && options_.invariant_form != GemmBf16Options::InvariantForm::kBlocks) {
+  if (blocks > 1) {
     // kBatched: the blocks as a strided batch; kSingle: all their rows as one shape.
     const bool single = options_.invariant_form == GemmBf16Options::InvariantForm::kSingle;
     GemmShape shape = block;
@@ -305,14 +290,18 @@ int32_t algo_id(const cublasLtMatmulAlgo_t& algo) {
   return id;
 }
 
-// algo with k in one piece: split-K 1 and no reduction.
-cublasLtMatmulAlgo_t unsplit_copy(const cublasLtMatmulAlgo_t& algo) {
+// algo with k in one piece (split-K 1, no reduction); none where cuBLASLt refuses either
+// setting (a copy that kept its split would not be invariant).
+std::optional<cublasLtMatmulAlgo_t> unsplit_copy(const cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulAlgo_t copy = algo;
   const int32_t one = 1;
   const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-  cublasLtMatmulAlgoConfigSetAttribute(&copy, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
-  cublasLtMatmulAlgoConfigSetAttribute(&copy, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
-                                       sizeof(none));
+  if (cublasLtMatmulAlgoConfigSetAttribute(&copy, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                           sizeof(one)) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigSetAttribute(&copy, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                           sizeof(none)) != CUBLAS_STATUS_SUCCESS) {
+    return std::nullopt;
+  }
   return copy;
 }
 
@@ -342,9 +331,9 @@ Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
   // against 44.)
   for (int i = 0; i < plan->count; ++i) {
     if (wanted >= 0 && algo_id(plan->algos[i]) != wanted) continue;
-    const cublasLtMatmulAlgo_t candidate = unsplit_copy(plan->algos[i]);
-    if (accepted(candidate)) {
-      plan->unsplit = candidate;
+    const std::optional<cublasLtMatmulAlgo_t> candidate = unsplit_copy(plan->algos[i]);
+    if (candidate && accepted(*candidate)) {
+      plan->unsplit = *candidate;
       plan->unsplit_resolved = true;
       break;
     }

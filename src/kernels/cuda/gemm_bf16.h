@@ -44,10 +44,9 @@ struct GemmBf16Options {
   // Batch-invariant (--batch-invariant): no GEMV, no wgmma route by row count; every call
   // runs in invariant_form, so each row of y is summed in an order that depends only on the
   // shape of w (not on m or on the row's place). The caller's x and y must hold
-  // ceil(m / kInvariantRows) * kInvariantRows rows: the block forms read and write rows past m.
+  // GemmBf16::operand_rows(m) rows: the block forms read and write rows past m.
   bool batch_invariant = false;
-  // How a batch-invariant call runs (from_env: HEARTH_INVARIANT_GEMM=
-  // unsplit|blocks|batched|single|wgmma):
+  // How a batch-invariant call runs (from_env: HEARTH_INVARIANT_GEMM=unsplit|batched|single):
   // - kUnsplit (default): one cuBLASLt call of the caller's m rows with the first of
   //   cuBLASLt's candidates for that m, forced to split k in one piece (split-K 1, no
   //   reduction), of the algorithm id the shape's 64-row plan takes. On the H200
@@ -56,13 +55,12 @@ struct GemmBf16Options {
   //   count. So a row's sums depend only on w's shape while each m runs its own tile: no padding
   //   needed, and a large m runs as fast as the default route's unsplit pick. The gtest checks rows
   //   across calls of 1-300 rows;
-  // - the forms below run the 64-row plan's one algorithm (invariant_plan_rows' plan's) on
-  //   blocks of kInvariantRows rows, the A/B baselines: kBlocks, one call a block; kBatched,
-  //   one strided-batched call (w shared, stride 0); kSingle, one plain call over all the
-  //   blocks' rows;
-  // - kWgmma (sm_90): wgmma_gemm in calls of up to kWgmmaMaxRows rows (its k order and split
-  //   points depend only on n and k). Other devices fall back to kBatched.
-  enum class InvariantForm { kUnsplit, kBlocks, kBatched, kSingle, kWgmma };
+  // - the block forms run one algorithm, the chosen one of invariant_plan_rows' plan, on
+  //   blocks of kInvariantRows rows: kBatched (sessions 21-22's form, the A/B baseline) as one
+  //   strided-batched call (w shared, stride 0), kSingle (lab_invariant_gemm's sweep of one
+  //   algorithm across row counts) as one plain call over all the blocks' rows; a call a
+  //   block where cuBLASLt refuses either on the shape.
+  enum class InvariantForm { kUnsplit, kBatched, kSingle };
   InvariantForm invariant_form = InvariantForm::kUnsplit;
   // The row count whose cuBLASLt plan supplies the block forms' algorithm (a multiple of
   // kInvariantRows; from_env: HEARTH_INVARIANT_PLAN_ROWS).
@@ -85,8 +83,11 @@ class GemmBf16 {
 
   // x: [m, k] (row stride ldx), w: [n, k] (row stride ldw), y: [m, n] (row stride ldy),
   // bf16 or f32 per shape.out. Runs on ctx.stream(). Pointers must be 16-byte aligned.
-  // Batch-invariant: x and y padded to whole blocks of kInvariantRows rows (see the option).
+  // x and y hold operand_rows(m) rows.
   Status run(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y);
+  // The rows x and y must hold for a call of m rows: m, or m rounded up to whole blocks of
+  // kInvariantRows under a batch-invariant block form.
+  int operand_rows(int m) const;
 
   // cuBLASLt's candidate algorithms for a shape, best heuristic guess first (at most
   // kMaxCandidates); run() uses the chosen one, candidate 0 unless choose() picked another.

@@ -64,6 +64,15 @@ __device__ __forceinline__ KeyRange key_range(const PagedAttentionArgs& a, int t
   return key_range_search(a, t);
 }
 
+// Invariant splits (split_keys > 0): a query whose keys fit one split is written by the split
+// kernel itself whatever the step's split count, and the combine kernel skips it; so a short
+// query's bits do not depend on the step's longest query, and a step of short queries is one
+// pass.
+__device__ __forceinline__ bool one_invariant_split(const PagedAttentionArgs& a,
+                                                    const KeyRange& r) {
+  return a.split_keys > 0 && r.hi - r.lo <= a.split_keys;
+}
+
 __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
                                           uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -108,7 +117,7 @@ __device__ __forceinline__ VecT<kDl> load_stream(const Bf16* p) {
 // permuted identically in Q's fragments), and, transposed 8x8 by movmatrix, the A
 // fragments of O^T[16 dims x 8 heads] += V^T · P^T. Wide blocks (kWideWarps) run only in
 // grids of at most half the multiprocessors: one a multiprocessor, all its registers.
-template <int kHeadDim, int kW, bool kPrefetchNext = false>
+template <int kHeadDim, int kW>
 __global__ void __launch_bounds__(kW * 32,
                                   kW == kWideWarps
                                       ? 1
@@ -151,10 +160,7 @@ __global__ void __launch_bounds__(kW * 32,
   per_split = (per_split + kKeysPerWarp - 1) / kKeysPerWarp * kKeysPerWarp;
   const int s_lo = range.lo + split * per_split;
   const int s_hi = min(range.hi, s_lo + per_split);
-  // Invariant splits: a query whose keys fit one split writes its row itself whatever the
-  // split count (the combine kernel skips it), so a short query's bits do not depend on how
-  // long the step's longest query is, and a step of short queries runs one pass.
-  const bool direct = a.num_splits == 1 || (a.split_keys > 0 && span <= per_split);
+  const bool direct = a.num_splits == 1 || one_invariant_split(a, range);
   if (direct && split > 0) return;
 
   const int lane = threadIdx.x & 31;
@@ -259,23 +265,6 @@ __global__ void __launch_bounds__(kW * 32,
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.0f;
 
-  // kPrefetchNext: K/V rows are pulled into L2 two steps ahead (the step after next) once this
-  // step's scores are done (K's registers are free then; the block-table entry read there is
-  // a cache hit after the next step's). Lane (g, tq) pulls line tq % 2 (128 bytes) of key g
-  // (tq < 2) or g + 8: a row of 128 dims is two lines. The prologue pulls the second step.
-  auto prefetch_rows = [&](int j, int e) {
-    if (j < s_hi) {
-      const int64_t off =
-          (static_cast<int64_t>(e) * a.block_size + j % a.block_size) * slot_stride +
-          (tq % 2) * 64 - kDl * tq;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(k_base + off));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(v_base + off));
-    }
-  };
-  if constexpr (!kEarlyRows && kPrefetchNext) {
-    const int j = (tq < 2 ? tile0 + g : tile0 + g + 8) + kStride;
-    prefetch_rows(j, entry(j));
-  }
   for (int tile = tile0; tile < s_hi; tile += kStride) {
     const int j0 = tile + g;
     const int j1 = j0 + 8;
@@ -297,10 +286,6 @@ __global__ void __launch_bounds__(kW * 32,
         mma_16816(s, r0[2 * h], r1[2 * h], r0[2 * h + 1], r1[2 * h + 1], qb[c * kHalves + h][0],
                   qb[c * kHalves + h][1]);
       }
-    }
-    if constexpr (!kEarlyRows && kPrefetchNext) {
-      const int j = (tq < 2 ? j0 : j1) + 2 * kStride;
-      prefetch_rows(j, entry(j));
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -430,8 +415,7 @@ __global__ void __launch_bounds__(128) combine_kernel(PagedAttentionArgs a, cons
   // before the split kernel would let the next kernel, which waits on this one alone, read
   // rows the split kernel has not yet written.
   detail::grid_dependency_wait();
-  // A query of one invariant split wrote its row in the split kernel.
-  if (a.split_keys > 0 && range.hi - range.lo <= a.split_keys) return;
+  if (one_invariant_split(a, range)) return;  // written by the split kernel
   const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
   const int64_t base = static_cast<int64_t>(t) * a.q_heads + h;
   float m[kMaxSplits / 128];
@@ -520,12 +504,6 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
     launched = detail::launch_kernel(decode_kernel < kHeadDim, kWideOk ? kWideWarps : kWarps >,
                                      grid, dim3(kWideWarps * 32), 0, stream, a.pdl, a, partial_o,
                                      partial_ml, skip_q_len);
-  } else if (kHeadDim == 128 && a.prefetch_next_step) {
-    // Its own instantiation (head_dim 128 only, the form under test): compiled into the
-    // default form, the prefetch's address arithmetic made ptxas spill 60 bytes (8 without).
-    launched = detail::launch_kernel(decode_kernel<kHeadDim, kWarps, kHeadDim == 128>, grid,
-                                     dim3(kWarps * 32), 0, stream, a.pdl, a, partial_o, partial_ml,
-                                     skip_q_len);
   } else {
     launched = detail::launch_kernel(decode_kernel<kHeadDim, kWarps>, grid, dim3(kWarps * 32), 0,
                                      stream, a.pdl, a, partial_o, partial_ml, skip_q_len);

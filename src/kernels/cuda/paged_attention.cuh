@@ -44,12 +44,6 @@ struct PagedAttentionArgs {
   // <= 128, else 4); 4 or 8 force it (lab A/B; 8 falls back to 4 outside that head_dim range).
   // 8-warp blocks also pull their K/V rows into L2 before the wait on the previous kernel.
   int block_warps = 0;
-  // 4-warp decode blocks (head_dim 128; ignored otherwise) also pull K/V rows into L2 two
-  // 16-key steps ahead of each warp while it computes (prefetch.global.L2: no registers held
-  // across the loads, the same sums; its own instantiation, which ptxas spills 52 bytes in).
-  // Off: not yet measured on a device (lab `decode_attention`, variant "src pdl l2next";
-  // dev/cuda/NOTES.md, session 22), so nothing in the product sets it.
-  bool prefetch_next_step = false;
   // > 0: split s of a query covers its visible keys [lo + s * split_keys, lo + (s + 1) *
   // split_keys) (a multiple of 16), whatever num_splits is; num_splits * split_keys must cover
   // the longest query's keys. 0: the keys are split evenly num_splits ways.

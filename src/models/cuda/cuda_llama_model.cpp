@@ -1093,12 +1093,10 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
                          ? cuda::paged_attention_invariant_splits(max_kv, &split_keys)
                          : cuda::paged_attention_num_splits(n, c.num_heads, c.num_kv_heads, max_kv,
                                                             ctx_->properties().multiProcessorCount);
-  // Batch-invariant GEMMs in a block form (HEARTH_INVARIANT_GEMM=blocks|batched|single) read
-  // and write whole blocks of kInvariantRows rows: the GEMMs' operands hold that many rows
-  // (the rows past n are scratch; the default unsplit form touches only n).
+  // The GEMMs' operands hold the rows the GEMM reads and writes (past n: scratch, under the
+  // batch-invariant block forms).
   const auto padded = [&](int r) -> std::size_t {
-    const int block = batch_invariant() ? cuda::kInvariantRows : 1;
-    return static_cast<std::size_t>((r + block - 1) / block) * block;
+    return static_cast<std::size_t>(gemm_.operand_rows(r));
   };
   const std::size_t np = padded(n);
   const std::size_t rp = padded(std::max(rows, 1));

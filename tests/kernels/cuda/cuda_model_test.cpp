@@ -365,13 +365,10 @@ TEST(CudaModel, BatchInvariantGemmRowsDoNotDependOnTheCall) {
   ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
   cuda::GemmBf16 reference(**ctx, cuda::GemmBf16Options{});
   using Form = cuda::GemmBf16Options::InvariantForm;
-  for (const Form form :
-       {Form::kUnsplit, Form::kBlocks, Form::kBatched, Form::kSingle, Form::kWgmma}) {
+  for (const Form form : {Form::kUnsplit, Form::kBatched, Form::kSingle}) {
     SCOPED_TRACE(form == Form::kUnsplit   ? "each row count its own unsplit algorithm"
-                 : form == Form::kBlocks  ? "a call a block"
                  : form == Form::kBatched ? "blocks as one strided batch"
-                 : form == Form::kSingle  ? "one call over every block's rows"
-                                          : "wgmma_gemm in calls of up to 128 rows");
+                                          : "one call over every block's rows");
     cuda::GemmBf16Options invariant_options;
     invariant_options.batch_invariant = true;
     invariant_options.invariant_form = form;
