@@ -124,7 +124,7 @@ void for_each_llama8b_shape(F&& fn) {
 
 // A lab's main(): body(), with what it throws reported as "<lab>: ERROR ..." and exit 1.
 template <typename F>
-int run_lab(const char* lab, F&& body) {
+int run_reported(const char* lab, F&& body) {
   try {
     body();
   } catch (const std::exception& e) {

@@ -195,7 +195,7 @@ void sweep(DeviceContext& ctx, const WeightShape& s, const std::vector<int>& pla
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  return run_lab("lab_invariant_gemm", [] {
+  return run_reported("lab_invariant_gemm", [] {
     auto ctx = DeviceContext::create({});
     CK(ctx.status());
     std::printf("copy ceiling %.3f TB/s\n", measure_copy_bandwidth((*ctx)->stream()) / 1e12);

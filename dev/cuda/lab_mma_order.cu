@@ -172,7 +172,7 @@ void shape(DeviceContext& ctx, int n, int k) {
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  return run_lab("lab_mma_order", [] {
+  return run_reported("lab_mma_order", [] {
     auto ctx = DeviceContext::create({});
     CK(ctx.status());
     for_each_llama8b_shape([&](const WeightShape& s) { shape(**ctx, s.n, s.k); });

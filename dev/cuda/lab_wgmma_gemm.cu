@@ -330,7 +330,7 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  return run_lab("lab_wgmma_gemm", [] {
+  return run_reported("lab_wgmma_gemm", [] {
     auto ctx = DeviceContext::create({});
     CK(ctx.status());
     cudaStream_t st = (*ctx)->stream();
