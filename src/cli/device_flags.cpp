@@ -31,7 +31,8 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
                   "models with --cpu-int8-dot on: codes re-laid out by 16 rows, decode in the "
                   "prefill GEMM's order; float weights: one dot-product tile kernel at every "
                   "row count (slower prefill). CUDA, bf16 models: GEMMs that do not split k and "
-                  "one attention kernel in fixed key splits (slower; quantized models refused). "
+                  "every query on the tensor-core attention kernel in fixed key splits (slower; "
+                  "quantized models refused). "
                   "auto: on for CPU "
                   "models on the int8 path, otherwise off")
       ->check(CLI::IsMember({"auto", "on", "off"}))

@@ -475,6 +475,13 @@ cudaError_t launch(const PagedAttentionArgs& args, int sm_count, cudaStream_t st
   PagedAttentionArgs a = args;
   a.pdl = args.pdl && args.num_splits == 1;
   int skip_q_len = 0;
+  // Batch-invariant: every query takes the tiled kernel, whose rows are summed the same way
+  // in a decode row's tile as in a prompt's (paged_attention_prefill.cuh); head sizes it does
+  // not have take the decode kernel below, in one order of their own.
+  if (a.batch_invariant && detail::paged_attention_tiled_supported(a.head_dim) && a.ld_q % 2 == 0 &&
+      a.ld_out % 2 == 0 && a.split_keys % 64 == 0) {
+    return detail::paged_attention_tiled(a, stream);
+  }
   // The tiled path has work only when some sequence has kTiledMinQueries new tokens; with at
   // least one token a sequence, that needs tokens - (seqs - 1) of them. Otherwise (decode
   // batches) its grid is not launched at all: its blocks would only search and exit, which

@@ -48,11 +48,13 @@ struct PagedAttentionArgs {
   // split_keys) (a multiple of 16), whatever num_splits is; num_splits * split_keys must cover
   // the longest query's keys. 0: the keys are split evenly num_splits ways.
   int split_keys = 0;
-  // Batch-invariant (--batch-invariant): every query runs the 4-warp decode kernel (no tiled
-  // prefill path, no 8-warp blocks) over its keys in one pass, or, with split_keys, in splits
-  // of that many keys merged in order (num_splits > 1 needs split_keys: see
-  // paged_attention_invariant_splits), so its sums follow the same order whatever else the
-  // step holds and however its prompt was chunked.
+  // Batch-invariant (--batch-invariant): every query runs the tiled tensor-core kernel
+  // (paged_attention_prefill.cuh), a decode row in a tile of its own, over its keys in one
+  // pass, or, with split_keys, in splits of that many absolute keys merged in order (num_splits
+  // > 1 needs split_keys: see paged_attention_invariant_splits); a row's sums do not depend
+  // on the rows beside it in a tile. So its bits are the same whatever else the step holds
+  // and however its prompt was chunked. Head sizes the tiled kernel does not take (96, 160,
+  // 192, 256) run the 4-warp decode kernel instead (no 8-warp blocks), in its own order.
   bool batch_invariant = false;
 };
 
@@ -63,14 +65,16 @@ int paged_attention_num_splits(int tokens, int q_heads, int kv_heads, int max_kv
 // GQA models; still correct).
 int paged_attention_num_splits(int tokens, int q_heads, int max_kv_len, int sm_count);
 
-// The batch-invariant split: keys in splits of kInvariantSplitKeys from each query's first
-// key. A query whose keys fit one split is written by the split kernel itself (the combine
-// kernel skips it), one of more splits is merged by the combine kernel over every split of
-// the step (its empty ones weigh exactly 0), so a query's bits depend on its own keys only;
-// a step whose queries all fit one split runs one pass (num_splits 1). Returns num_splits and
-// sets *split_keys for a step whose longest query sees max_kv_len keys; past 256 splits
-// (131,072 keys) the split grows with max_kv_len, so queries that long are invariant only
-// among steps of the same longest length.
+// The batch-invariant split: keys in splits of kInvariantSplitKeys. On the tiled kernel
+// (head sizes 16-128) split z holds the absolute keys [z * split_keys, (z + 1) * split_keys),
+// so a decode row and the same position inside a prompt's tile walk the same 64-key tiles; on
+// the decode kernel (other head sizes) splits start at each query's first key. A query whose
+// keys fit one split is written by the split's own block (the combine kernel skips it), one
+// of more splits is merged by the combine kernel over its splits in order, so a query's bits
+// depend on its own keys only; a step whose queries all fit one split runs one pass
+// (num_splits 1). Returns num_splits and sets *split_keys for a step whose longest query
+// sees max_kv_len keys; past 256 splits (131,072 keys) the split grows with max_kv_len, so
+// queries that long are invariant only among steps of the same longest length.
 constexpr int kInvariantSplitKeys = 512;
 int paged_attention_invariant_splits(int max_kv_len, int* split_keys);
 

@@ -26,7 +26,27 @@ struct Geometry {
   int tok_per_tile;  // query tokens per CTA (rows / pack)
   int groups;        // CTAs per kv head (group / pack)
   int max_splits;    // key-range splits; 1: no workspace used
+  int min_q_len;     // sequences with fewer new tokens are left to the split-K kernel ...
+  int max_q_len;     // ... and with more to another launch
+  // Every sequence has one new token (a step of decode rows) and gets one tile: tile column
+  // idx is sequence idx, no search (at 256 sequences the search cost a block ~3 us).
+  bool one_token_each;
+  // Batch-invariant (PagedAttentionArgs::batch_invariant): every sequence is tiled (min_q_len
+  // 1) and split z covers the absolute keys [z * split_keys, (z + 1) * split_keys) of the
+  // max_splits; a row of one split is written directly, a row of more is merged by the
+  // combine kernel over its own splits in order. See invariant_row_splits.
+  bool invariant;
+  int split_keys;
 };
+
+// Batch-invariant: the first and last absolute split holding a row's visible keys.
+__device__ __forceinline__ void invariant_row_splits(const PagedAttentionArgs& a,
+                                                     const Geometry& geo, int pos, int* first,
+                                                     int* last) {
+  const int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+  *first = lo / geo.split_keys;
+  *last = pos / geo.split_keys;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -103,8 +123,9 @@ __device__ __forceinline__ int tile_splits(int n_kt, int max_splits, int* per) {
 // The (sequence, tile) of grid column idx; tiles of a sequence run longest (last) first.
 // Each warp scans 32 sequences per step (tile counts, prefix sum by shuffles), so a batch
 // of many decode rows beside one prompt costs seqs / 32 steps per block, not seqs.
-__device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_per_tile, int idx,
-                                          int* seq, int* tile) {
+__device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_per_tile,
+                                          int min_q_len, int max_q_len, int idx, int* seq,
+                                          int* tile) {
   const int lane = threadIdx.x & 31;
   int before = 0;  // tiles of the sequences already scanned
   for (int s0 = 0; s0 < a.seqs; s0 += 32) {
@@ -112,7 +133,9 @@ __device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_p
     int tiles = 0;
     if (s < a.seqs) {
       int q_len = a.query_start[s + 1] - a.query_start[s];
-      if (q_len >= kTiledMinQueries) tiles = (q_len + tok_per_tile - 1) / tok_per_tile;
+      if (q_len >= min_q_len && q_len <= max_q_len) {
+        tiles = (q_len + tok_per_tile - 1) / tok_per_tile;
+      }
     }
     int upto = tiles;  // inclusive prefix sum over the lanes
 #pragma unroll
@@ -151,24 +174,45 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
 
   int seq = 0;
   int tile = 0;
-  if (!find_tile(a, geo.tok_per_tile, blockIdx.x, &seq, &tile)) return;
+  if (geo.one_token_each) {
+    if (static_cast<int>(blockIdx.x) >= a.seqs) return;
+    seq = blockIdx.x;
+  } else if (!find_tile(a, geo.tok_per_tile, geo.min_q_len, geo.max_q_len, blockIdx.x, &seq,
+                        &tile)) {
+    return;
+  }
   const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
   const int group = a.q_heads / a.kv_heads;
   const int kv_head = blockIdx.y / geo.groups;
   const int head0 = kv_head * group + (blockIdx.y % geo.groups) * geo.pack;
   const int split = blockIdx.z;
-  int per = tr.n_kt;
   int used = 1;
-  if (geo.max_splits > 1) used = tile_splits(tr.n_kt, geo.max_splits, &per);
-  if (split >= used) return;
-  const int kt_first = tr.kt_begin + split * per * kTileK;
-  const int kt_count = min(per, tr.n_kt - split * per);
+  int kt_first = tr.kt_begin;
+  int kt_count = tr.n_kt;
+  if (geo.invariant) {
+    // This split's absolute keys, clipped to the tile's (tiles stay 64-key aligned).
+    const int64_t s_lo = static_cast<int64_t>(split) * geo.split_keys;
+    kt_first = static_cast<int>(max(s_lo, static_cast<int64_t>(tr.kt_begin)));
+    const int kt_end =
+        static_cast<int>(min(s_lo + geo.split_keys, static_cast<int64_t>(tr.key_hi)));
+    if (kt_first >= kt_end) return;
+    kt_count = (kt_end - kt_first + kTileK - 1) / kTileK;
+  } else if (geo.max_splits > 1) {
+    int per = tr.n_kt;
+    used = tile_splits(tr.n_kt, geo.max_splits, &per);
+    if (split >= used) return;
+    kt_first = tr.kt_begin + split * per * kTileK;
+    kt_count = min(per, tr.n_kt - split * per);
+  }
   const int32_t* table = a.block_tables + seq * a.ld_block_tables;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
   const int t = lane & 3;
+  // A warp whose rows are all past the tile's queries (a decode row's tile, a last partial
+  // tile) only helps load the K/V tiles.
+  const bool warp_active = (warp * 16) / geo.pack < tr.q_count;
   int row_tok[2];
   int row_head[2];
   int qpos[2];
@@ -245,6 +289,10 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
       cp_async_wait<0>();
     }
     __syncthreads();
+    if (!warp_active) {
+      __syncthreads();
+      continue;
+    }
     const uint32_t k_tile = smem_base + (it & 1) * 2 * kTileElems * 2;
     const uint32_t v_tile = k_tile + kTileElems * 2;
 
@@ -296,9 +344,13 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
       ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
-      corr[r] = fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
+      // Invariant: a tile that leaves the max where it was (one past this row's keys in a
+      // longer tile among them) scales by exactly 1, not by 2^(rounding of m * scale2).
+      corr[r] =
+          geo.invariant && mx[r] == m_raw[r] ? 1.0f : fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
       m_raw[r] = mx[r];
-      l[r] *= corr[r];
+      // Invariant: a plain product, so no instantiation fuses it with the add below.
+      l[r] = geo.invariant ? __fmul_rn(l[r], corr[r]) : l[r] * corr[r];
     }
     uint32_t pf[kTileK / 16][4];
 #pragma unroll
@@ -343,7 +395,15 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
     if (row_tok[r] >= tr.q_count) continue;
     const int token = tr.first_token + row_tok[r];
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    if (used == 1) {
+    bool direct = used == 1;
+    if (geo.invariant) {
+      int first = 0;
+      int last = 0;
+      invariant_row_splits(a, geo, qpos[r], &first, &last);
+      if (split < first || split > last) continue;  // none of this row's keys
+      direct = first == last;
+    }
+    if (direct) {
       Bf16* dst = a.out + static_cast<int64_t>(token) * a.ld_out + row_head[r] * kHeadDim + 2 * t;
 #pragma unroll
       for (int d = 0; d < kDimTiles; ++d) {
@@ -383,29 +443,39 @@ __global__ void combine_kernel(PagedAttentionArgs a, Geometry geo, const float* 
     }
   }
   const int q_len = a.query_start[seq + 1] - a.query_start[seq];
-  if (q_len < kTiledMinQueries) return;
-  const int tile = (token - a.query_start[seq]) / geo.tok_per_tile;
-  const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
-  int per = 0;
-  const int used = tile_splits(tr.n_kt, geo.max_splits, &per);
-  if (used == 1) return;
+  if (q_len < geo.min_q_len) return;
+  int s_begin = 0;
+  int used = 0;  // one past the last split
+  if (geo.invariant) {
+    const int pos = a.kv_lens[seq] - q_len + (token - a.query_start[seq]);
+    int last = 0;
+    invariant_row_splits(a, geo, pos, &s_begin, &last);
+    if (s_begin == last) return;  // written by the tiled kernel
+    used = last + 1;
+  } else {
+    const int tile = (token - a.query_start[seq]) / geo.tok_per_tile;
+    const TileRange tr = tile_range(a, seq, tile, geo.tok_per_tile);
+    int per = 0;
+    used = tile_splits(tr.n_kt, geo.max_splits, &per);
+    if (used == 1) return;
+  }
   const int64_t stride = static_cast<int64_t>(a.tokens) * a.q_heads;
   const int64_t base = static_cast<int64_t>(token) * a.q_heads + h;
   float big_m = -INFINITY;
-  for (int s = 0; s < used; ++s) {
+  for (int s = s_begin; s < used; ++s) {
     if (part_ml[2 * (s * stride + base) + 1] > 0.0f) {
       big_m = fmaxf(big_m, part_ml[2 * (s * stride + base)]);
     }
   }
   float total = 0.0f;
-  for (int s = 0; s < used; ++s) {
+  for (int s = s_begin; s < used; ++s) {
     float l = part_ml[2 * (s * stride + base) + 1];
     if (l > 0.0f) total += l * exp2f(part_ml[2 * (s * stride + base)] - big_m);
   }
   const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
   for (int i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
     float o = 0.0f;
-    for (int s = 0; s < used; ++s) {
+    for (int s = s_begin; s < used; ++s) {
       float l = part_ml[2 * (s * stride + base) + 1];
       if (l > 0.0f) {
         o += l * exp2f(part_ml[2 * (s * stride + base)] - big_m) *
@@ -423,6 +493,34 @@ constexpr int kBlocksPerSm = 1;     // by registers (~223 per thread, 256 thread
 // Enough blocks for kBlocksPerSm per SM on devices of up to 152 SMs; the workspace is sized
 // for it, the launch asks for what the device in use needs.
 constexpr int kFillBlocks = 152 * kBlocksPerSm;
+// Batch-invariant: sequences of under kTiledMinQueries new tokens (decode rows) run in blocks
+// of this many warps, several a multiprocessor; a block of 8 would hold one decode row's 4-8
+// rows in one warp beside 7 idle ones, one block a multiprocessor. The rows' sums are the
+// same in either (the gtests compare a decode row with its place in a prompt's tile).
+constexpr int kShortWarps = 4;
+
+template <int kHeadDim>
+size_t tile_smem_bytes() {
+  return 2 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
+}
+
+// One launch of the tiled kernel in blocks of W warps over the sequences geo selects.
+template <int kHeadDim, int W>
+cudaError_t launch_tiles(const PagedAttentionArgs& a, Geometry geo, int64_t heads, float* part_o,
+                         float* part_ml, cudaStream_t stream) {
+  const size_t smem = tile_smem_bytes<kHeadDim>();
+  auto kernel = attention_tiled_kernel<kHeadDim, W>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  // Columns: an upper bound of the (sequence, tile) pairs (at most tokens / min_q_len
+  // sequences are tiled, each with one partial tile); surplus blocks exit at once.
+  const int64_t columns = a.tokens / geo.tok_per_tile + std::min(a.seqs, a.tokens / geo.min_q_len);
+  if (heads > 65535) return cudaErrorInvalidValue;
+  dim3 grid(static_cast<unsigned>(columns), static_cast<unsigned>(heads), geo.max_splits);
+  kernel<<<grid, W * 32, smem, stream>>>(a, geo, part_o, part_ml);
+  return cudaGetLastError();
+}
 
 template <int kHeadDim>
 cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
@@ -433,10 +531,19 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
   geo.tok_per_tile = kRows / geo.pack;
   geo.groups = group / geo.pack;
   geo.max_splits = 1;
+  geo.min_q_len = kTiledMinQueries;
+  geo.max_q_len = 1 << 30;
+  geo.one_token_each = false;
+  geo.invariant = a.batch_invariant;
+  geo.split_keys = 0;
   const int64_t heads = static_cast<int64_t>(a.kv_heads) * geo.groups;
   const int64_t blocks = std::max<int64_t>(1, a.tokens / geo.tok_per_tile) * heads;
   const size_t per_split = static_cast<size_t>(a.tokens) * a.q_heads * (kHeadDim + 2) * 4;
-  if (a.workspace != nullptr && blocks < kFillBlocks) {
+  if (a.batch_invariant) {
+    // The caller's invariant splits (paged_attention_invariant_splits); split_keys 0: one.
+    geo.max_splits = a.num_splits;
+    geo.split_keys = a.split_keys > 0 ? a.split_keys : 1 << 30;
+  } else if (a.workspace != nullptr && blocks < kFillBlocks) {
     int device = 0;
     int sms = 0;
     cudaError_t err = cudaGetDevice(&device);
@@ -455,18 +562,23 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
   float* part_ml = a.workspace == nullptr ? nullptr
                                           : a.workspace + static_cast<int64_t>(geo.max_splits) *
                                                               a.tokens * a.q_heads * kHeadDim;
-  const size_t smem = 2 * 2 * kTileK * (kHeadDim + 8) * sizeof(Bf16);
-  auto kernel = attention_tiled_kernel<kHeadDim, kWarps>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
-  if (err != cudaSuccess) return err;
-  // Columns: an upper bound of the (sequence, tile) pairs (at most tokens / 16 sequences
-  // are tiled, each with one partial tile); surplus blocks exit at once.
-  const int64_t columns =
-      a.tokens / geo.tok_per_tile + std::min(a.seqs, a.tokens / kTiledMinQueries);
-  if (heads > 65535) return cudaErrorInvalidValue;
-  dim3 grid(static_cast<unsigned>(columns), static_cast<unsigned>(heads), geo.max_splits);
-  kernel<<<grid, kWarps * 32, smem, stream>>>(a, geo, part_o, part_ml);
+  // Prompt tiles (some sequence can have kTiledMinQueries new tokens only when the step has
+  // tokens - (seqs - 1) of them).
+  if (!a.batch_invariant || a.tokens - (a.seqs - 1) >= kTiledMinQueries) {
+    cudaError_t err = launch_tiles<kHeadDim, kWarps>(a, geo, heads, part_o, part_ml, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (a.batch_invariant) {  // decode rows and short prompts, in blocks of their own
+    Geometry short_geo = geo;
+    short_geo.tok_per_tile = 16 * kShortWarps / geo.pack;
+    short_geo.min_q_len = 1;
+    short_geo.max_q_len = kTiledMinQueries - 1;
+    short_geo.one_token_each = a.tokens == a.seqs;
+    cudaError_t err =
+        launch_tiles<kHeadDim, kShortWarps>(a, short_geo, heads, part_o, part_ml, stream);
+    if (err != cudaSuccess) return err;
+    geo.min_q_len = 1;  // the combine kernel merges every sequence's rows
+  }
   if (geo.max_splits > 1) {
     combine_kernel<<<dim3(a.tokens, a.q_heads), 128, 0, stream>>>(a, geo, part_o, part_ml);
   }

@@ -1,7 +1,8 @@
 // The tensor-core path of paged_attention for sequences with many new query tokens
 // (prefill chunks, prompt suffixes over a cached prefix): flash-attention style tiles of
 // (token, q head) rows x 64 keys on mma.sync, online softmax in registers, and a key-range
-// split with a combine pass when the grid alone would not fill the device.
+// split with a combine pass when the grid alone would not fill the device. Under
+// batch invariance it runs every query, decode rows included.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,7 +25,11 @@ bool paged_attention_tiled_supported(int head_dim);
 size_t paged_attention_tiled_workspace_bytes(int tokens, int q_heads, int head_dim);
 
 // Runs the tiled kernel for every sequence with q_len >= kTiledMinQueries; other tokens
-// are left to the split-K kernel.
+// are left to the split-K kernel. With args.batch_invariant, for every sequence (decode rows
+// too: a row's sums do not depend on the other rows of its tile, the tile's key range or
+// the step), in args.num_splits splits of args.split_keys absolute keys (a multiple of 64;
+// 0: one split), merged per row over its own splits; the workspace must then hold
+// paged_attention_workspace_bytes(tokens, q_heads, head_dim, num_splits).
 cudaError_t paged_attention_tiled(const PagedAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace hearth::cuda::detail

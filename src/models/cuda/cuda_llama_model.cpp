@@ -1086,8 +1086,8 @@ Status CudaLlamaModel::launch_step(const ForwardBatch& batch, bool greedy) {
   HEARTH_RETURN_IF_ERROR(cuda_status(
       cudaMemcpyAsync(meta_.data(), meta_staging_.data(), m.bytes, cudaMemcpyHostToDevice, st),
       "uploading step metadata"));
-  // Batch-invariant: each query's keys in splits of a fixed size from its first key, merged
-  // in order (a split count set by the batch would change the sums' order).
+  // Batch-invariant: each query's keys in splits of a fixed size, merged in order (a split
+  // count set by the batch would change the sums' order; see paged_attention_invariant_splits).
   int split_keys = 0;
   const int splits = batch_invariant()
                          ? cuda::paged_attention_invariant_splits(max_kv, &split_keys)

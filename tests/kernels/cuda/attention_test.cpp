@@ -228,6 +228,30 @@ void check_attention(AttentionFixture& test, const Batch& seqs, const AttnCase& 
           << "sequence " << s << " token " << i << ": alone (" << b.num_splits << " splits) vs "
           << splits << " in the batch";
     }
+    // ... and so does each of a prompt's first, middle and last tokens run as a decode row
+    // over the keys before it (a prompt chunked down to one token).
+    if (seqs[s].first < 2) continue;
+    for (const int i : {0, seqs[s].first / 2, seqs[s].first - 1}) {
+      PagedAttentionArgs d = b;
+      DeviceBuffer one = test.upload(std::vector<int32_t>{0, 1});
+      DeviceBuffer kv = test.upload(std::vector<int32_t>{kv_lens[s] - (seqs[s].first - 1 - i)});
+      d.q = b.q + static_cast<int64_t>(i) * ld_q;
+      d.query_start = one.as<int32_t>();
+      d.kv_lens = kv.as<int32_t>();
+      d.tokens = 1;
+      d.num_splits = paged_attention_invariant_splits(kv_lens[s], &d.split_keys);
+      DeviceBuffer ws = test.poisoned<char>(
+          paged_attention_workspace_bytes(1, c.q_heads, c.head_dim, d.num_splits) + 16);
+      d.workspace = ws.as<float>();
+      DeviceBuffer out_row = test.poisoned<Bf16>(ld_out);
+      d.out = out_row.as<Bf16>();
+      ASSERT_EQ(paged_attention(d, test.ctx_->stream()), cudaSuccess);
+      const auto row_bits = test.download<Bf16>(out_row, ld_out);
+      ASSERT_EQ(
+          std::memcmp(row_bits.data(), &first[(query_start[s] + i) * ld_out], row * sizeof(Bf16)),
+          0)
+          << "sequence " << s << " token " << i << " as a decode row vs in its prompt";
+    }
   }
 }
 
@@ -247,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnCase{96, 6, 1, 300, 0.0f, 8}, AttnCase{128, 4, 2, 0, 0.0f, 64},
                       AttnCase{16, 4, 2, 0, 0.0f, 1}, AttnCase{32, 8, 2, 40, 20.0f, 4},
                       AttnCase{128, 32, 8, 0, 0.0f, 0},
-                      // batch-invariant: fixed 512-key splits, no tiled path
+                      // batch-invariant: fixed 512-key splits, every row on the tiled path
                       AttnCase{128, 32, 8, 0, 0.0f, 0, true}));
 
 class PagedDecodeTest : public AttentionFixture, public ::testing::WithParamInterface<AttnCase> {};
@@ -255,7 +279,8 @@ class PagedDecodeTest : public AttentionFixture, public ::testing::WithParamInte
 // The decode kernel's own territory: many decode rows with odd context lengths (1 key, a
 // partial block, exact blocks, thousands of keys), short prefill rows (2..15 tokens, each
 // with its own causal position) and one row long enough to be split many ways. Invariant
-// cases: rows of up to 512 keys are written by the split kernel, longer ones merged.
+// cases (the tiled kernel for head sizes it has, else this one): rows of one 512-key split
+// are written directly, longer ones merged.
 TEST_P(PagedDecodeTest, DecodeRowsMatchReference) {
   check_attention(*this,
                   {{1, 0},
@@ -292,6 +317,26 @@ INSTANTIATE_TEST_SUITE_P(
         // Batch-invariant splits: the 8B's heads, a window with soft-capping, head_dim 256.
         AttnCase{128, 32, 8, 0, 0.0f, 0, true}, AttnCase{64, 8, 2, 100, 50.0f, 0, true},
         AttnCase{256, 16, 8, 0, 0.0f, 0, true}));
+
+class PagedInvariantTest : public AttentionFixture,
+                           public ::testing::WithParamInterface<AttnCase> {};
+
+// Batch-invariant splits on the tiled kernel: prompts whose tiles cross the 512-key splits
+// (rows of one split beside rows of two in one tile), a chunk far into its context, decode
+// rows of one and of several splits; each sequence alone and each checked prompt token as a
+// decode row must give the batch's bits.
+TEST_P(PagedInvariantTest, RowsMatchAloneAndAsDecodeRows) {
+  check_attention(*this, {{100, 470}, {1, 1100}, {70, 1000}, {1, 40}, {33, 0}, {1, 511}},
+                  GetParam(), 131);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PagedInvariantTest,
+                         ::testing::Values(AttnCase{128, 32, 8, 0, 0.0f, 0, true},
+                                           AttnCase{64, 8, 2, 100, 50.0f, 0, true},
+                                           AttnCase{32, 8, 2, 600, 20.0f, 0, true},
+                                           AttnCase{16, 4, 4, 0, 0.0f, 0, true},
+                                           AttnCase{128, 24, 2, 0, 0.0f, 0, true},
+                                           AttnCase{96, 12, 2, 0, 0.0f, 0, true}));
 
 TEST_F(CudaTest, PagedAttentionRejectsBadArguments) {
   PagedAttentionArgs a;
