@@ -290,6 +290,19 @@ int32_t algo_id(const cublasLtMatmulAlgo_t& algo) {
   return id;
 }
 
+// True when algo sums k in one piece as cuBLASLt configured it (split-K 1, no reduction).
+bool runs_unsplit(const cublasLtMatmulAlgo_t& algo) {
+  int32_t splits = 0;
+  uint32_t reduction = 0;
+  std::size_t written = 0;
+  return cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                              sizeof(splits), &written) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                              &reduction, sizeof(reduction),
+                                              &written) == CUBLAS_STATUS_SUCCESS &&
+         splits == 1 && reduction == CUBLASLT_REDUCTION_SCHEME_NONE;
+}
+
 // algo with k in one piece (split-K 1, no reduction); none where cuBLASLt refuses either
 // setting (a copy that kept its split would not be invariant).
 std::optional<cublasLtMatmulAlgo_t> unsplit_copy(const cublasLtMatmulAlgo_t& algo) {
@@ -325,11 +338,33 @@ Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
                                    &algo, &check) == CUBLAS_STATUS_SUCCESS &&
            check.workspaceSize <= ctx_->workspace_size();
   };
-  // The default candidates for this m in cuBLASLt's order, forced to split-K 1. (Its ranking
-  // of the algorithms that need no reduction, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, put
-  // a kernel of another family (id 41) first for the 8B's down projection at 64 rows: 330 us
-  // against 44.)
-  for (int i = 0; i < plan->count; ++i) {
+  // From 64 rows, first choice: a candidate cuBLASLt itself runs unsplit, from the plans of m,
+  // 2m and 4m rows in its order. For the 8B's down projection there is none among the 64-row
+  // plan's candidates, whose first, forced to split-K 1 (below), took 44 us at 64 rows against
+  // 39 for the 128-row plan's unsplit one (off, split-K: 35), and at 256 rows 69 forced against
+  // 47 (off: 49) (lab_invariant_gemm, S23-A7 / S24-S7). Below 64 rows the forced pick is the
+  // faster one (the o projection at one row: 12 us forced, 25 for its plan's unsplit tile).
+  for (const int times : {1, 2, 4}) {
+    if (plan->unsplit_resolved || s.m < kInvariantRows) break;
+    GemmShape larger = s;
+    larger.m = s.m * times;
+    if (larger.m > (1 << 20)) break;
+    HEARTH_ASSIGN_OR_RETURN(const Plan* source, plan_for(larger));
+    for (int i = 0; i < source->count; ++i) {
+      const cublasLtMatmulAlgo_t& algo = source->algos[i];
+      if ((wanted >= 0 && algo_id(algo) != wanted) || !runs_unsplit(algo) || !accepted(algo)) {
+        continue;
+      }
+      plan->unsplit = algo;
+      plan->unsplit_resolved = true;
+      break;
+    }
+  }
+  // Else the default candidates for this m in cuBLASLt's order, forced to split-K 1. (Its
+  // ranking of the algorithms that need no reduction, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+  // put a kernel of another family (id 41) first for the 8B's down projection at 64 rows: 330
+  // us against 44.)
+  for (int i = 0; i < plan->count && !plan->unsplit_resolved; ++i) {
     if (wanted >= 0 && algo_id(plan->algos[i]) != wanted) continue;
     const std::optional<cublasLtMatmulAlgo_t> candidate = unsplit_copy(plan->algos[i]);
     if (candidate && accepted(*candidate)) {

@@ -47,9 +47,10 @@ struct GemmBf16Options {
   // GemmBf16::operand_rows(m) rows: the block forms read and write rows past m.
   bool batch_invariant = false;
   // How a batch-invariant call runs (from_env: HEARTH_INVARIANT_GEMM=unsplit|batched|single):
-  // - kUnsplit (default): one cuBLASLt call of the caller's m rows with the first of
-  //   cuBLASLt's candidates for that m, forced to split k in one piece (split-K 1, no
-  //   reduction), of the algorithm id the shape's 64-row plan takes. On the H200
+  // - kUnsplit (default): one cuBLASLt call of the caller's m rows, of the algorithm id the
+  //   shape's 64-row plan takes, with k in one piece: from 64 rows the first candidate
+  //   cuBLASLt itself runs unsplit among its candidates for m, 2m and 4m rows, else (and below
+  //   64 rows) its first candidate for m forced to split-K 1, no reduction. On the H200
   //   (lab_invariant_gemm, the 8B shapes, 1-4096 rows) every unsplit algorithm gave every row the
   //   same bytes whatever its tile or the row count; split-K ones gave bytes of their own per split
   //   count. So a row's sums depend only on w's shape while each m runs its own tile: no padding
