@@ -158,7 +158,10 @@ __device__ __forceinline__ bool find_tile(const PagedAttentionArgs& a, int tok_p
 }
 
 // One block = kWarps x 16 (token, q head) rows of one tile x the keys of one split.
-template <int kHeadDim, int kWarps>
+// kInvariant (geo.invariant) is a template parameter so the default path's instantiation is
+// the code it was before batch invariance touched this kernel (a runtime choice between the
+// two forms of `l *= corr` would keep the compiler from fusing that product into the add).
+template <int kHeadDim, int kWarps, bool kInvariant>
 __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
     attention_tiled_kernel(PagedAttentionArgs a, Geometry geo, float* part_o, float* part_ml) {
   constexpr int kThreads = kWarps * 32;
@@ -189,7 +192,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
   int used = 1;
   int kt_first = tr.kt_begin;
   int kt_count = tr.n_kt;
-  if (geo.invariant) {
+  if constexpr (kInvariant) {
     // This split's absolute keys, clipped to the tile's (tiles stay 64-key aligned).
     const int64_t s_lo = static_cast<int64_t>(split) * geo.split_keys;
     kt_first = static_cast<int>(max(s_lo, static_cast<int64_t>(tr.kt_begin)));
@@ -346,11 +349,14 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
       ms[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * scale2;
       // Invariant: a tile that leaves the max where it was (one past this row's keys in a
       // longer tile among them) scales by exactly 1, not by 2^(rounding of m * scale2).
-      corr[r] =
-          geo.invariant && mx[r] == m_raw[r] ? 1.0f : fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
+      corr[r] = kInvariant && mx[r] == m_raw[r] ? 1.0f : fast_exp2(fmaf(m_raw[r], scale2, -ms[r]));
       m_raw[r] = mx[r];
       // Invariant: a plain product, so no instantiation fuses it with the add below.
-      l[r] = geo.invariant ? __fmul_rn(l[r], corr[r]) : l[r] * corr[r];
+      if constexpr (kInvariant) {
+        l[r] = __fmul_rn(l[r], corr[r]);
+      } else {
+        l[r] *= corr[r];
+      }
     }
     uint32_t pf[kTileK / 16][4];
 #pragma unroll
@@ -396,7 +402,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps)
     const int token = tr.first_token + row_tok[r];
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     bool direct = used == 1;
-    if (geo.invariant) {
+    if constexpr (kInvariant) {
       int first = 0;
       int last = 0;
       invariant_row_splits(a, geo, qpos[r], &first, &last);
@@ -505,11 +511,11 @@ size_t tile_smem_bytes() {
 }
 
 // One launch of the tiled kernel in blocks of W warps over the sequences geo selects.
-template <int kHeadDim, int W>
+template <int kHeadDim, int W, bool kInvariant>
 cudaError_t launch_tiles(const PagedAttentionArgs& a, Geometry geo, int64_t heads, float* part_o,
                          float* part_ml, cudaStream_t stream) {
   const size_t smem = tile_smem_bytes<kHeadDim>();
-  auto kernel = attention_tiled_kernel<kHeadDim, W>;
+  auto kernel = attention_tiled_kernel<kHeadDim, W, kInvariant>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem));
   if (err != cudaSuccess) return err;
@@ -564,8 +570,11 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
                                                               a.tokens * a.q_heads * kHeadDim;
   // Prompt tiles (some sequence can have kTiledMinQueries new tokens only when the step has
   // tokens - (seqs - 1) of them).
-  if (!a.batch_invariant || a.tokens - (a.seqs - 1) >= kTiledMinQueries) {
-    cudaError_t err = launch_tiles<kHeadDim, kWarps>(a, geo, heads, part_o, part_ml, stream);
+  if (!a.batch_invariant) {
+    cudaError_t err = launch_tiles<kHeadDim, kWarps, false>(a, geo, heads, part_o, part_ml, stream);
+    if (err != cudaSuccess) return err;
+  } else if (a.tokens - (a.seqs - 1) >= kTiledMinQueries) {
+    cudaError_t err = launch_tiles<kHeadDim, kWarps, true>(a, geo, heads, part_o, part_ml, stream);
     if (err != cudaSuccess) return err;
   }
   if (a.batch_invariant) {  // decode rows and short prompts, in blocks of their own
@@ -575,7 +584,7 @@ cudaError_t launch_dim(const PagedAttentionArgs& a, cudaStream_t stream) {
     short_geo.max_q_len = kTiledMinQueries - 1;
     short_geo.one_token_each = a.tokens == a.seqs;
     cudaError_t err =
-        launch_tiles<kHeadDim, kShortWarps>(a, short_geo, heads, part_o, part_ml, stream);
+        launch_tiles<kHeadDim, kShortWarps, true>(a, short_geo, heads, part_o, part_ml, stream);
     if (err != cudaSuccess) return err;
     geo.min_q_len = 1;  // the combine kernel merges every sequence's rows
   }
