@@ -29,6 +29,7 @@ char* openblas_get_corename(void) {
 }
 }
 
+#ifdef HEARTH_CPU_VNNI  // (int8_dot.cpp's: an AVX512-VNNI + VBMI build)
 namespace hearth::kernels::cpu {
 namespace {
 
@@ -468,3 +469,9 @@ int lab_main() {
 }  // namespace hearth::kernels::cpu
 
 int main() { return hearth::kernels::cpu::lab_main(); }
+#else
+int main() {
+  std::puts("lab_int8_decode_cpu: needs an AVX512-VNNI build (HEARTH_NATIVE=ON on such a CPU)");
+  return 0;
+}
+#endif
