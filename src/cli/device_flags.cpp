@@ -29,8 +29,9 @@ void add_device_flags(CLI::App* cmd, DeviceArgs& args) {
   cmd->add_option("--batch-invariant,--cpu-batch-invariant", args.batch_invariant,
                   "A request's tokens do not depend on what shares its batch. CPU, 4/8-bit "
                   "models with --cpu-int8-dot on: codes re-laid out by 16 rows, decode in the "
-                  "prefill GEMM's order; float weights: one dot-product tile kernel at every "
-                  "row count (slower prefill). CUDA, bf16 models: GEMMs that do not split k and "
+                  "prefill GEMM's order; float weights: a 16-row-interleaved copy read in the "
+                  "cache-blocked GEMM's order at every row count. CUDA, bf16 models: GEMMs that do "
+                  "not split k and "
                   "every query on the tensor-core attention kernel in fixed key splits (slower; "
                   "quantized models refused). "
                   "auto: on for CPU "
@@ -92,8 +93,9 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
                                   args.batch_invariant);
   }
   // auto: load turns it on where it costs about nothing (a CPU model on the int8 path:
-  // benchmarks/RESULTS.md, S21-C2) and leaves it off where it costs speed (float weights on
-  // the CPU: long prefills ~0.7x; CUDA: batch-1 decode 0.84x, long prefills 0.3-0.4x). The bf16
+  // benchmarks/RESULTS.md, S21-C2) and leaves it off for float weights on the CPU (not yet
+  // measured on issue 4's host in session 24's form) and on CUDA (batch-1 decode 0.83x, long
+  // prefills 0.84-0.89x). The bf16
   // prefill GEMM (--cpu-bf16-dot on) rounds activations that decode does not: it cannot be
   // combined with on.
   if (args.batch_invariant == "on" && options.device == Device::kCpu && options.cpu_bf16_dot) {

@@ -29,6 +29,11 @@ struct WeightMatrix {
   const void* rows16 = nullptr;         // [ceil(rows / 16), row bytes / 4, 16, 4] bytes
   const void* rows16_scales = nullptr;  // [ceil(rows / 16), groups, 16] in scale_dtype
   const void* rows16_biases = nullptr;  // [ceil(rows / 16), groups, 16] in scale_dtype
+  // CPU batch invariance, float weights (kernels/cpu/gemm_dense.h, interleave_panels16): the
+  // matrix in its own dtype with 16 rows interleaved, [ceil(rows / 16), cols, 16] (rows past
+  // `rows` zero), which the invariant GEMM and decode read instead of data; null when not
+  // prepared. data stays valid (its file pages may have been dropped).
+  const void* panels16 = nullptr;
 
   bool quantized() const { return bits != 0; }
 };

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "kernels/cpu/bf16_dot.h"
+#include "kernels/cpu/gemm_dense.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
@@ -118,9 +119,10 @@ std::string LlamaModel::describe() const {
                      : tiles ? "f32 compute, batch-invariant"
                              : "f32 compute",
                      weights,
-                     int8                           ? "int8 vnni tiles"
-                     : bf16                         ? cpu::bf16_dot_kernel_name()
-                     : tiles                        ? "4x4 dot-product tiles at every row count"
+                     int8    ? "int8 vnni tiles"
+                     : bf16  ? cpu::bf16_dot_kernel_name()
+                     : tiles ? "the cache-blocked GEMM's order at every row count (float weights; "
+                               "4x4 dot-product tiles for quantized ones)"
                      : kernels_ == KernelKind::kCpu ? cpu::prefill_gemm_name(*ctx_)
                                                     : "reference loops");
 }
@@ -349,6 +351,43 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
   return prepare(weights.lm_head);
 }
 
+Status prepare_panels16(LlamaWeights& weights, const WeightStore& store) {
+  // Under batch invariance a float matrix is read only through its 16-row-interleaved copy
+  // (the invariant GEMM and decode, and a tied head's embedding gather, cpu::weight_rows_f32),
+  // so the row-major file pages are dropped as the copy is built, kRows16LoadBlocks groups at a
+  // time (no matrix held twice). An owned (aligned) copy stays: it is small and rare.
+  auto prepare = [&](kernels::WeightMatrix& w) -> Status {
+    if (!cpu::panels16_wanted(w) || w.panels16 != nullptr) return ok_status();
+    const std::size_t bytes = cpu::panels16_bytes(w);
+    HEARTH_ASSIGN_OR_RETURN(Buffer copy, Buffer::allocate(bytes));
+    const int64_t groups = (w.rows + 15) / 16;
+    const std::size_t row_bytes = static_cast<std::size_t>(w.cols) * dtype_size(w.dtype);
+    const bool owned = std::any_of(weights.owned.begin(), weights.owned.end(),
+                                   [&](const Buffer& b) { return b.data() == w.data; });
+    for (int64_t g0 = 0; g0 < groups; g0 += kRows16LoadBlocks) {
+      const int64_t g1 = std::min(groups, g0 + kRows16LoadBlocks);
+      cpu::interleave_panels16_blocks(w, g0, g1, copy.data());
+      if (!owned) {
+        weights.released_bytes += store.drop_pages(
+            static_cast<const uint8_t*>(w.data) + g0 * 16 * row_bytes,
+            static_cast<std::size_t>(std::min(g1 * 16, w.rows) - g0 * 16) * row_bytes);
+      }
+    }
+    const bool tied = w.data == weights.embed.data;
+    w.panels16 = copy.data();
+    weights.rows16_bytes += bytes;
+    weights.owned.push_back(std::move(copy));
+    if (tied) weights.embed.panels16 = w.panels16;
+    return ok_status();
+  };
+  for (LlamaLayer& l : weights.layers) {
+    for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      HEARTH_RETURN_IF_ERROR(prepare(lin->w));
+    }
+  }
+  return prepare(weights.lm_head);
+}
+
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOptions& options) {
   if (options.device == Device::kCuda) return load_cuda_model_from(dir, options);
   HEARTH_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
@@ -362,6 +401,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
   if (options.batch_invariant_auto) resolved.batch_invariant = int8_path;
   if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && resolved.batch_invariant) {
     HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights, *store));
+  }
+  if (options.kernels == KernelKind::kCpu && resolved.batch_invariant) {
+    HEARTH_RETURN_IF_ERROR(prepare_panels16(*weights, *store));
   }
   return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
       std::move(config), std::move(store).value(), std::move(weights).value(), resolved));

@@ -36,8 +36,8 @@ struct LlamaWeights {
   std::vector<float> final_norm;  // [hidden]
   std::vector<LlamaLayer> layers;
   std::vector<Buffer> owned;  // aligned copies of tensors the file left misaligned, and rows16
-  // prepare_rows16: bytes of the interleaved copies, and of the row-major tensors it released
-  // (freed copies, or file pages no longer resident).
+  // prepare_rows16 / prepare_panels16: bytes of the interleaved copies, and of the row-major
+  // tensors they released (freed copies, or file pages no longer resident).
   std::size_t rows16_bytes = 0;
   std::size_t released_bytes = 0;
 };
@@ -64,8 +64,8 @@ class LlamaModel : public Model {
   std::size_t kv_bytes_per_block(int block_size) const override;
   Status copy_kv_block(int src, int dst) override;
   Status forward(const ForwardBatch& batch, std::span<float> logits) override;
-  // Resident weights: the files (or their aligned copies), less what prepare_rows16 released,
-  // plus its interleaved copies.
+  // Resident weights: the files (or their aligned copies), less what prepare_rows16 /
+  // prepare_panels16 released, plus their interleaved copies.
   std::size_t weight_bytes() const override {
     return store_.total_bytes() - weights_.released_bytes + weights_.rows16_bytes;
   }

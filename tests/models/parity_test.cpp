@@ -259,7 +259,8 @@ TEST(CpuBatchInvariance, FloatLogitsAreBitIdentical) {
   }
 }
 
-// auto: on where the int8 path makes it cheap, off for float weights (a slower prefill).
+// auto: on where the int8 path makes it cheap, off for float weights (their form is not yet
+// measured on issue 4's host).
 TEST(CpuBatchInvariance, AutoIsOnForTheInt8PathOnly) {
   LoadOptions options{2, KernelKind::kCpu};
   options.batch_invariant_auto = true;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -117,6 +118,18 @@ __m512 load_weight16(const WeightMatrix& w, int64_t r, int64_t c, __mmask16 mask
   return _mm512_cvtph_ps(raw);
 }
 
+// Column c of the 16 rows of group g of w's panels16 copy as f32 (exact).
+__m512 load_group_column(const WeightMatrix& w, int64_t g, int64_t c) {
+  const int64_t at = (g * w.cols + c) * 16;
+  if (w.dtype == DType::kF32) return _mm512_loadu_ps(static_cast<const float*>(w.panels16) + at);
+  const __m256i raw = _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.panels16) + at));
+  if (w.dtype == DType::kBF16) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  }
+  return _mm512_cvtph_ps(raw);
+}
+
 // Weight rows [r0, r1), columns [k0, k0 + kc) as f32 panels of kNr rows, k-major:
 // wp[(p * kc + k) * kNr + j] = w[r0 + p * kNr + j][k0 + k], zero for rows past r1.
 void pack_weights(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int64_t kc,
@@ -125,6 +138,16 @@ void pack_weights(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int
     float* panel = wp + (p0 - r0) / kNr * kc * kNr;
     for (int64_t h = 0; h < kNr; h += 16) {
       const int64_t rows = std::min<int64_t>(16, r1 - p0 - h);
+      if (w.panels16 != nullptr) {
+        // Groups start at multiples of 16 (r0 is a multiple of kNr); a group's rows past
+        // w.rows are zero in the copy, and a group wholly past r1 packs as zero.
+        for (int64_t k = 0; k < kc; ++k) {
+          _mm512_storeu_ps(panel + k * kNr + h, rows > 0
+                                                    ? load_group_column(w, (p0 + h) / 16, k0 + k)
+                                                    : _mm512_setzero_ps());
+        }
+        continue;
+      }
       for (int64_t kb = 0; kb < kc; kb += 16) {
         const int64_t count = std::min<int64_t>(16, kc - kb);
         const __mmask16 mask = lanes_mask(count);
@@ -205,8 +228,208 @@ constexpr auto make_tiles(std::integer_sequence<int, Rows...>) {
 // kTiles[r - 1]: the tile for r activation rows (1..kGemmMr).
 constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kGemmMr>{});
 
+// dense_gemm's sums for MR (< kGemmMr + 2) activation rows without packing the weights: the
+// 16 weight rows [j0, j0 + 16) (rows past `live` neither read nor written) as 16 output lanes,
+// each kc-deep column slice summed from zero by one fused multiply-add a column in column
+// order and added to y after the first slice: per output the same operations in the same
+// order as gemm_tile's, so a row's result does not depend on whether it ran here or there.
+// Each 16-column block of the 16 rows is loaded row-wise and transposed in registers.
+template <int MR>
+void rows_group(const WeightMatrix& w, const float* x, int64_t j0, int64_t live, float* y,
+                int64_t ldy) {
+  const int64_t cols = w.cols;
+  const __mmask16 out_mask = lanes_mask(live);
+  for (int64_t k0 = 0; k0 < cols; k0 += kKc) {
+    const int64_t kc = std::min(kKc, cols - k0);
+    __m512 c[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) c[i] = _mm512_setzero_ps();
+    if (w.panels16 != nullptr) {  // the interleaved copy: a group's column is one vector
+      const float* xk = x + k0;
+      const int64_t g = j0 / 16;
+      for (int64_t q = 0; q < kc; ++q) {
+        const __m512 wq = load_group_column(w, g, k0 + q);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+          c[i] = _mm512_fmadd_ps(wq, _mm512_set1_ps(xk[i * cols + q]), c[i]);
+        }
+      }
+    }
+    for (int64_t kb = 0; w.panels16 == nullptr && kb < kc; kb += 16) {
+      const int64_t count = std::min<int64_t>(16, kc - kb);
+      const __mmask16 col_mask = lanes_mask(count);
+      __m512 r[16];
+      for (int l = 0; l < 16; ++l) {
+        r[l] = l < live ? load_weight16(w, j0 + l, k0 + kb, col_mask) : _mm512_setzero_ps();
+      }
+      transpose16(r);  // r[q], lane l: w[j0 + l][k0 + kb + q]
+      const float* xk = x + k0 + kb;
+      for (int64_t q = 0; q < count; ++q) {
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+          c[i] = _mm512_fmadd_ps(r[q], _mm512_set1_ps(xk[i * cols + q]), c[i]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      float* yi = y + i * ldy + j0;
+      if (k0 > 0) c[i] = _mm512_add_ps(c[i], _mm512_maskz_loadu_ps(out_mask, yi));
+      _mm512_mask_storeu_ps(yi, out_mask, c[i]);
+    }
+  }
+}
+
+// rows_group's sums from the panels16 copy for G groups of 16 rows at once (rows
+// [j0, j0 + 16 G), `live` of them stored): each group's lanes run the same chain as in
+// rows_group, G of them interleaved so the fused multiply-adds of one column do not wait on
+// each other (one chain stalls on the FMA latency: decode ran 0.74-0.78x of the default).
+template <int MR, int G>
+void panel_groups(const WeightMatrix& w, const float* x, int64_t j0, int64_t live, float* y,
+                  int64_t ldy) {
+  const int64_t cols = w.cols;
+  const int64_t g0 = j0 / 16;
+  for (int64_t k0 = 0; k0 < cols; k0 += kKc) {
+    const int64_t kc = std::min(kKc, cols - k0);
+    __m512 c[G][MR];
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) c[g][i] = _mm512_setzero_ps();
+    }
+    const float* xk = x + k0;
+    for (int64_t q = 0; q < kc; ++q) {
+      __m512 b[MR];
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) b[i] = _mm512_set1_ps(xk[i * cols + q]);
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) {
+        const __m512 wq = load_group_column(w, g0 + g, k0 + q);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) c[g][i] = _mm512_fmadd_ps(wq, b[i], c[g][i]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) {
+      const __mmask16 out_mask = lanes_mask(live - 16 * g);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        float* yi = y + i * ldy + j0 + 16 * g;
+        if (k0 > 0) c[g][i] = _mm512_add_ps(c[g][i], _mm512_maskz_loadu_ps(out_mask, yi));
+        _mm512_mask_storeu_ps(yi, out_mask, c[g][i]);
+      }
+    }
+  }
+}
+
+using RowsFn = void (*)(const WeightMatrix&, const float*, int64_t, int64_t, float*, int64_t);
+
+template <int... Rows>
+constexpr auto make_rows_groups(std::integer_sequence<int, Rows...>) {
+  return std::array<RowsFn, sizeof...(Rows)>{&rows_group<Rows + 1>...};
+}
+
+// kRowsGroups[m - 1]: rows_group for m activation rows (1..kDenseRowsMax).
+constexpr auto kRowsGroups = make_rows_groups(std::make_integer_sequence<int, kDenseRowsMax>{});
+
 }  // namespace
 #endif
+
+bool dense_gemm_rows(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+  if (!dense_gemm_supported(w) || m > kDenseRowsMax) return false;
+#ifdef HEARTH_CPU_AVX512
+  const int64_t n = w.rows;
+  if (m <= 0 || n <= 0) return true;
+  if (w.cols == 0) {
+    std::fill_n(y, m * n, 0.0f);
+    return true;
+  }
+  if (w.panels16 != nullptr && m <= 4) {
+    // Four groups at a time (16 accumulators at most; a last, partial set a group at a time).
+    static constexpr std::array<RowsFn, 4> kFour = {&panel_groups<1, 4>, &panel_groups<2, 4>,
+                                                    &panel_groups<3, 4>, &panel_groups<4, 4>};
+    static constexpr std::array<RowsFn, 4> kOne = {&panel_groups<1, 1>, &panel_groups<2, 1>,
+                                                   &panel_groups<3, 1>, &panel_groups<4, 1>};
+    ctx.pool.parallel_for(n, 64, [&](int64_t a, int64_t b) {
+      int64_t j0 = a;
+      for (; j0 + 64 <= b; j0 += 64) kFour[m - 1](w, x, j0, 64, y, n);
+      for (; j0 < b; j0 += 16) kOne[m - 1](w, x, j0, std::min<int64_t>(16, b - j0), y, n);
+    });
+    return true;
+  }
+  const RowsFn group = kRowsGroups[m - 1];
+  ctx.pool.parallel_for(n, 64, [&](int64_t a, int64_t b) {
+    for (int64_t j0 = a; j0 < b; j0 += 16) group(w, x, j0, std::min<int64_t>(16, b - j0), y, n);
+  });
+  return true;
+#else
+  (void)ctx;
+  (void)x;
+  (void)m;
+  (void)y;
+  return false;
+#endif
+}
+
+bool panels16_wanted(const WeightMatrix& w) { return dense_gemm_supported(w) && !w.quantized(); }
+
+std::size_t panels16_bytes(const WeightMatrix& w) {
+  return static_cast<std::size_t>((w.rows + 15) / 16 * 16 * w.cols) * dtype_size(w.dtype);
+}
+
+void interleave_panels16_blocks(const WeightMatrix& w, int64_t g0, int64_t g1, void* dst) {
+#ifdef HEARTH_CPU_AVX512
+  // 16 x 16 blocks through the registers: each row's 16 columns widened to 32-bit lanes (the
+  // bits only moved), transposed, narrowed back: one 16-lane column a store.
+  const bool wide = w.dtype == DType::kF32;
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t live = std::min<int64_t>(16, w.rows - g * 16);
+    for (int64_t c0 = 0; c0 < w.cols; c0 += 16) {
+      const int64_t count = std::min<int64_t>(16, w.cols - c0);
+      const __mmask16 mask = lanes_mask(count);
+      __m512 v[16];
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t at = (g * 16 + l) * w.cols + c0;
+        if (l >= live) {
+          v[l] = _mm512_setzero_ps();
+        } else if (wide) {
+          v[l] = _mm512_maskz_loadu_ps(mask, static_cast<const float*>(w.data) + at);
+        } else {
+          v[l] = _mm512_castsi512_ps(_mm512_cvtepu16_epi32(
+              _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w.data) + at)));
+        }
+      }
+      transpose16(v);
+      for (int64_t q = 0; q < count; ++q) {
+        const int64_t at = (g * w.cols + c0 + q) * 16;
+        if (wide) {
+          _mm512_storeu_ps(static_cast<float*>(dst) + at, v[q]);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(dst) + at),
+                              _mm512_cvtepi32_epi16(_mm512_castps_si512(v[q])));
+        }
+      }
+    }
+  }
+  return;
+#endif
+  const std::size_t size = dtype_size(w.dtype);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t l = 0; l < 16; ++l) {
+      const int64_t r = g * 16 + l;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        uint8_t* to = out + (static_cast<std::size_t>((g * w.cols + c) * 16 + l)) * size;
+        if (r < w.rows) {
+          std::memcpy(to, src + static_cast<std::size_t>(r * w.cols + c) * size, size);
+        } else {
+          std::memset(to, 0, size);
+        }
+      }
+    }
+  }
+}
 
 bool dense_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   if (!dense_gemm_supported(w)) return false;

@@ -212,12 +212,20 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   constexpr int64_t kBlockCols = 1024;
   constexpr int64_t kPanelMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  // Dense weights, 16+ rows: the cache-blocked GEMM of gemm_dense.h.
-  if (m >= kPanelMinRows && !w.quantized() && !ctx.batch_invariant) {
-    return dense_gemm(ctx, w, x, m, y);
+  // Dense weights, 16+ rows: the cache-blocked GEMM of gemm_dense.h. Batch-invariant: at
+  // every row count its order, fewer rows through dense_gemm_rows (the same sums, no packing).
+  if (!w.quantized() && m >= kPanelMinRows) return dense_gemm(ctx, w, x, m, y);
+  if (!w.quantized() && ctx.batch_invariant) {
+    for (int64_t i0 = 0; i0 < m; i0 += kDenseRowsMax) {
+      if (!dense_gemm_rows(ctx, w, x + i0 * w.cols, std::min(kDenseRowsMax, m - i0),
+                           y + i0 * w.rows)) {
+        return false;
+      }
+    }
+    return true;
   }
-  // Batch-invariant: the dot-product tiles at every row count (a row's sums then do not depend
-  // on the rows beside it).
+  // Quantized, batch-invariant: the dot-product tiles at every row count (a row's sums then do
+  // not depend on the rows beside it).
   if (m < kPanelMinRows || ctx.batch_invariant) {
     // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
     // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
@@ -314,7 +322,17 @@ void matvec(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
 void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * w.cols;
-    if (w.dtype == DType::kF32) {
+    if (w.panels16 != nullptr) {
+      // The 16-row-interleaved copy (prepare_panels16 dropped the row-major pages): element
+      // (r, c) at [r / 16][c][r % 16].
+      const int64_t base = (r / 16) * w.cols * 16 + r % 16;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        const int64_t at = base + c * 16;
+        o[c] = w.dtype == DType::kF32    ? static_cast<const float*>(w.panels16)[at]
+               : w.dtype == DType::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(w.panels16)[at])
+                                         : f16_to_f32(static_cast<const uint16_t*>(w.panels16)[at]);
+      }
+    } else if (w.dtype == DType::kF32) {
       std::copy_n(static_cast<const float*>(w.data) + r * w.cols, w.cols, o);
     } else if (w.dtype == DType::kBF16) {
       const auto* p = static_cast<const uint16_t*>(w.data) + r * w.cols;

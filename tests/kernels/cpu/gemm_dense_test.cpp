@@ -5,8 +5,11 @@
 // blocks, one and three threads. Also through cpu::linear against ref::linear.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,6 +108,67 @@ TEST_P(GemmDenseTest, LinearMatchesRef) {
   cpu::linear(ctx, wt.w, x.data(), c.m, got.data());
   for (std::size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << i;
+  }
+}
+
+// dense_gemm_rows (the batch-invariant route for 1-15 rows) gives each activation row the
+// bits dense_gemm gives it in a call of max(m, 16) + 3 rows: rows [0, m) of the same x, every
+// weight dtype and tail, one and three threads, from the row-major matrix and from its
+// 16-row-interleaved copy (which a row gather reads back exactly); and cpu::linear under
+// batch invariance gives a row the same bits alone and inside a batch of 16+ rows.
+TEST_P(GemmDenseTest, RowsMatchTheGemmBitForBit) {
+  const Case c = GetParam();
+  if (!cpu::dense_gemm_supported(WeightMatrix{c.dtype, 1, 1, nullptr})) {
+    GTEST_SKIP() << "no AVX-512 in this build";
+  }
+  std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 131 + c.cols * 17 + c.m));
+  const Weights wt = make_weights(c.dtype, c.rows, c.cols, rng);
+  const int64_t m = std::min(c.m, cpu::kDenseRowsMax);
+  const int64_t big = std::max<int64_t>(m, 16) + 3;
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(big * c.cols));
+  for (auto& v : x) v = d(rng);
+  cpu::CpuContext ctx(c.threads);
+  std::vector<float> whole(static_cast<std::size_t>(big * c.rows), NAN);
+  ASSERT_TRUE(cpu::dense_gemm(ctx, wt.w, x.data(), big, whole.data()));
+  std::vector<float> rows(static_cast<std::size_t>(m * c.rows), NAN);
+  ASSERT_TRUE(cpu::dense_gemm_rows(ctx, wt.w, x.data(), m, rows.data()));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&rows[i], &whole[i], sizeof(float)), 0)
+        << "row " << i / c.rows << " out " << i % c.rows << ": " << rows[i] << " vs " << whole[i];
+  }
+  EXPECT_FALSE(cpu::dense_gemm_rows(ctx, wt.w, x.data(), cpu::kDenseRowsMax + 1, rows.data()));
+  // From the 16-row-interleaved copy (WeightMatrix::panels16, the batch-invariant layout): the
+  // GEMM and every row count (1-4 rows take the four-group decode form) give the same bits.
+  ASSERT_TRUE(cpu::panels16_wanted(wt.w));
+  std::vector<uint8_t> panels(cpu::panels16_bytes(wt.w) + 64);
+  void* aligned = panels.data() + (64 - reinterpret_cast<uintptr_t>(panels.data()) % 64) % 64;
+  cpu::interleave_panels16_blocks(wt.w, 0, (c.rows + 15) / 16, aligned);
+  WeightMatrix pw = wt.w;
+  pw.panels16 = aligned;
+  std::vector<float> from_panels(whole.size(), NAN);
+  ASSERT_TRUE(cpu::dense_gemm(ctx, pw, x.data(), big, from_panels.data()));
+  ASSERT_EQ(std::memcmp(from_panels.data(), whole.data(), whole.size() * sizeof(float)), 0)
+      << "dense_gemm from the interleaved copy";
+  for (int64_t r = 1; r <= m; r += (r < 5 ? 1 : 5)) {
+    std::vector<float> part(static_cast<std::size_t>(r * c.rows), NAN);
+    ASSERT_TRUE(cpu::dense_gemm_rows(ctx, pw, x.data(), r, part.data()));
+    ASSERT_EQ(std::memcmp(part.data(), whole.data(), part.size() * sizeof(float)), 0)
+        << r << " rows from the interleaved copy";
+  }
+  std::vector<float> gathered(static_cast<std::size_t>(c.cols));
+  cpu::weight_rows_f32(pw, c.rows - 1, c.rows, gathered.data());
+  for (int64_t k = 0; k < c.cols; ++k) {
+    ASSERT_EQ(gathered[k], static_cast<float>(wt.exact[(c.rows - 1) * c.cols + k])) << k;
+  }
+  ctx.batch_invariant = true;
+  std::vector<float> batch(whole.size(), NAN);
+  cpu::linear(ctx, wt.w, x.data(), big, batch.data());
+  for (const int64_t r : {int64_t{0}, big - 1}) {
+    std::vector<float> alone(static_cast<std::size_t>(c.rows), NAN);
+    cpu::linear(ctx, wt.w, x.data() + r * c.cols, 1, alone.data());
+    ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * c.rows, alone.size() * sizeof(float)), 0)
+        << "row " << r << " alone vs in a batch of " << big;
   }
 }
 
