@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kernels/cuda/device_context.h"
 
 namespace hearth::cuda::dev {
 
@@ -122,11 +123,14 @@ void for_each_llama8b_shape(F&& fn) {
   }
 }
 
-// A lab's main(): body(), with what it throws reported as "<lab>: ERROR ..." and exit 1.
+// A lab's main(): body(ctx) on a fresh DeviceContext of device 0, with what it throws (a
+// failed context included) reported as "<lab>: ERROR ..." and exit 1.
 template <typename F>
 int run_reported(const char* lab, F&& body) {
   try {
-    body();
+    auto ctx = DeviceContext::create({});
+    check(ctx.status(), "device context");
+    body(**ctx);
   } catch (const std::exception& e) {
     std::printf("%s: ERROR %s\n", lab, e.what());
     return 1;

@@ -195,11 +195,9 @@ void sweep(DeviceContext& ctx, const WeightShape& s, const std::vector<int>& pla
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  return run_reported("lab_invariant_gemm", [] {
-    auto ctx = DeviceContext::create({});
-    CK(ctx.status());
-    std::printf("copy ceiling %.3f TB/s\n", measure_copy_bandwidth((*ctx)->stream()) / 1e12);
+  return run_reported("lab_invariant_gemm", [](DeviceContext& ctx) {
+    std::printf("copy ceiling %.3f TB/s\n", measure_copy_bandwidth(ctx.stream()) / 1e12);
     const std::vector<int> plan_rows = plan_rows_from_env();
-    for_each_llama8b_shape([&](const WeightShape& s) { sweep(**ctx, s, plan_rows); });
+    for_each_llama8b_shape([&](const WeightShape& s) { sweep(ctx, s, plan_rows); });
   });
 }

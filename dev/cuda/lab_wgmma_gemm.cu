@@ -330,10 +330,8 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
 int main() {
   using namespace hearth::cuda;
   using namespace hearth::cuda::dev;
-  return run_reported("lab_wgmma_gemm", [] {
-    auto ctx = DeviceContext::create({});
-    CK(ctx.status());
-    cudaStream_t st = (*ctx)->stream();
+  return run_reported("lab_wgmma_gemm", [](DeviceContext& ctx) {
+    cudaStream_t st = ctx.stream();
     const double copy_bw = measure_copy_bandwidth(st);
     Workspace ws;
     CK(cudaMalloc(&ws.partials, ws.partial_floats * 4));
@@ -344,7 +342,7 @@ int main() {
     const bool all = std::getenv("LAB_ONLY") == nullptr;
     BestCandidates best;
     for_each_llama8b_shape(
-        [&](const WeightShape& s) { shape_sweep(**ctx, s, copy_bw, ws, all, best); });
-    if (all) layer_chain(**ctx, copy_bw, ws, best);
+        [&](const WeightShape& s) { shape_sweep(ctx, s, copy_bw, ws, all, best); });
+    if (all) layer_chain(ctx, copy_bw, ws, best);
   });
 }

@@ -37,7 +37,8 @@ class Activations {
   std::unique_ptr<float[]> p_;
 };
 
-constexpr int64_t kRows16LoadBlocks = 256;  // 16-row blocks prepare_rows16 converts at a time
+// 16-row blocks prepare_rows16 and prepare_panels16 convert at a time.
+constexpr int64_t kInterleaveLoadBlocks = 256;
 
 }  // namespace
 
@@ -292,6 +293,22 @@ Status LlamaModel::forward(const ForwardBatch& batch, std::span<float> logits) {
   return ok_status();
 }
 
+namespace {
+
+// fn(w) for every projection the CPU kernels multiply by: each layer's q, k, v, o, gate, up and
+// down, then the head.
+template <typename F>
+Status for_each_projection(LlamaWeights& weights, F&& fn) {
+  for (LlamaLayer& l : weights.layers) {
+    for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      HEARTH_RETURN_IF_ERROR(fn(lin->w));
+    }
+  }
+  return fn(weights.lm_head);
+}
+
+}  // namespace
+
 Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
   // After its rows16 copies are built int8_linear reads nothing else of a matrix, so the
   // row-major codes, scales and biases are released at once (one matrix's worth resident at a
@@ -321,8 +338,8 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
     const int64_t blocks = (w.rows + 15) / 16;
     const auto* src = static_cast<const uint8_t*>(w.data);
     const int64_t row_bytes = w.cols * w.bits / 8;
-    for (int64_t b0 = 0; b0 < blocks; b0 += kRows16LoadBlocks) {
-      const int64_t b1 = std::min(blocks, b0 + kRows16LoadBlocks);
+    for (int64_t b0 = 0; b0 < blocks; b0 += kInterleaveLoadBlocks) {
+      const int64_t b1 = std::min(blocks, b0 + kInterleaveLoadBlocks);
       cpu::interleave_rows16_blocks(w, b0, b1, static_cast<uint8_t*>(codes.data()), scales.data(),
                                     biases.data());
       store.drop_pages(src, static_cast<std::size_t>(std::min(b1 * 16, w.rows) * row_bytes));
@@ -330,7 +347,7 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
     w.rows16 = codes.data();
     w.rows16_scales = scales.data();
     w.rows16_biases = biases.data();
-    weights.rows16_bytes += bytes.codes + 2 * bytes.side;
+    weights.interleaved_bytes += bytes.codes + 2 * bytes.side;
     weights.owned.push_back(std::move(codes));
     weights.owned.push_back(std::move(scales));
     weights.owned.push_back(std::move(biases));
@@ -343,19 +360,10 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
     if (tied) weights.embed = w;
     return ok_status();
   };
-  for (LlamaLayer& l : weights.layers) {
-    for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
-      HEARTH_RETURN_IF_ERROR(prepare(lin->w));
-    }
-  }
-  return prepare(weights.lm_head);
+  return for_each_projection(weights, prepare);
 }
 
 Status prepare_panels16(LlamaWeights& weights, const WeightStore& store) {
-  // Under batch invariance a float matrix is read only through its 16-row-interleaved copy
-  // (the invariant GEMM and decode, and a tied head's embedding gather, cpu::weight_rows_f32),
-  // so the row-major file pages are dropped as the copy is built, kRows16LoadBlocks groups at a
-  // time (no matrix held twice). An owned (aligned) copy stays: it is small and rare.
   auto prepare = [&](kernels::WeightMatrix& w) -> Status {
     if (!cpu::panels16_wanted(w) || w.panels16 != nullptr) return ok_status();
     const std::size_t bytes = cpu::panels16_bytes(w);
@@ -364,8 +372,8 @@ Status prepare_panels16(LlamaWeights& weights, const WeightStore& store) {
     const std::size_t row_bytes = static_cast<std::size_t>(w.cols) * dtype_size(w.dtype);
     const bool owned = std::any_of(weights.owned.begin(), weights.owned.end(),
                                    [&](const Buffer& b) { return b.data() == w.data; });
-    for (int64_t g0 = 0; g0 < groups; g0 += kRows16LoadBlocks) {
-      const int64_t g1 = std::min(groups, g0 + kRows16LoadBlocks);
+    for (int64_t g0 = 0; g0 < groups; g0 += kInterleaveLoadBlocks) {
+      const int64_t g1 = std::min(groups, g0 + kInterleaveLoadBlocks);
       cpu::interleave_panels16_blocks(w, g0, g1, copy.data());
       if (!owned) {
         weights.released_bytes += store.drop_pages(
@@ -375,17 +383,12 @@ Status prepare_panels16(LlamaWeights& weights, const WeightStore& store) {
     }
     const bool tied = w.data == weights.embed.data;
     w.panels16 = copy.data();
-    weights.rows16_bytes += bytes;
+    weights.interleaved_bytes += bytes;
     weights.owned.push_back(std::move(copy));
     if (tied) weights.embed.panels16 = w.panels16;
     return ok_status();
   };
-  for (LlamaLayer& l : weights.layers) {
-    for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
-      HEARTH_RETURN_IF_ERROR(prepare(lin->w));
-    }
-  }
-  return prepare(weights.lm_head);
+  return for_each_projection(weights, prepare);
 }
 
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOptions& options) {

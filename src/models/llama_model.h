@@ -35,10 +35,11 @@ struct LlamaWeights {
   kernels::WeightMatrix lm_head;  // [vocab, hidden] (the embedding when tied)
   std::vector<float> final_norm;  // [hidden]
   std::vector<LlamaLayer> layers;
-  std::vector<Buffer> owned;  // aligned copies of tensors the file left misaligned, and rows16
+  std::vector<Buffer> owned;  // aligned copies of tensors the file left misaligned, the copies
+                              // prepare_rows16 and prepare_panels16 make
   // prepare_rows16 / prepare_panels16: bytes of the interleaved copies, and of the row-major
   // tensors they released (freed copies, or file pages no longer resident).
-  std::size_t rows16_bytes = 0;
+  std::size_t interleaved_bytes = 0;
   std::size_t released_bytes = 0;
 };
 
@@ -51,6 +52,13 @@ Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightS
 // row-major codes, scales and biases are then released (null; freed, or their pages in
 // `store`'s mappings dropped), a tied head's too (the embedding then reads the rows16 copy).
 Status prepare_rows16(LlamaWeights& weights, const WeightStore& store);
+
+// For CPU batch invariance on float weights: every float projection (and the head) copied 16
+// rows interleaved (kernels/cpu/gemm_dense.h, WeightMatrix::panels16), which the invariant GEMM,
+// its decode form and a tied head's embedding gather read instead of the row-major data; that
+// data stays valid, but its file pages are dropped as each copy is built, kInterleaveLoadBlocks
+// groups at a time (no matrix held twice). An owned (aligned) copy is kept as well.
+Status prepare_panels16(LlamaWeights& weights, const WeightStore& store);
 
 class LlamaModel : public Model {
  public:
@@ -67,7 +75,7 @@ class LlamaModel : public Model {
   // Resident weights: the files (or their aligned copies), less what prepare_rows16 /
   // prepare_panels16 released, plus their interleaved copies.
   std::size_t weight_bytes() const override {
-    return store_.total_bytes() - weights_.released_bytes + weights_.rows16_bytes;
+    return store_.total_bytes() - weights_.released_bytes + weights_.interleaved_bytes;
   }
   std::string describe() const override;
 

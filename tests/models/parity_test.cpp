@@ -243,7 +243,8 @@ TEST(CpuBatchInvariance, QuantizedLogitsAreBitIdentical) {
 }
 
 // --batch-invariant on for float weights (and quantized ones off the int8 path): every row
-// count runs the same dot-product tiles. Without it the mat-vec (1-4 rows) and the blocked
+// count runs in one order (float weights: the cache-blocked GEMM's, over the panels16 copy
+// load makes; quantized: dot-product tiles). Without it the mat-vec (1-4 rows) and the blocked
 // GEMM (16+) sum in other orders and the chunked / batched logits differ in their last bits.
 TEST(CpuBatchInvariance, FloatLogitsAreBitIdentical) {
   const std::vector<std::vector<int32_t>> prompts = all_prompts();

@@ -20,6 +20,7 @@
 #include <memory>
 #include <utility>
 
+#include "base/check.h"
 #include "kernels/cpu/matvec_rows.h"
 
 namespace hearth::kernels::cpu {
@@ -233,7 +234,8 @@ constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kGemmMr>{});
 // each kc-deep column slice summed from zero by one fused multiply-add a column in column
 // order and added to y after the first slice: per output the same operations in the same
 // order as gemm_tile's, so a row's result does not depend on whether it ran here or there.
-// Each 16-column block of the 16 rows is loaded row-wise and transposed in registers.
+// Each 16-column block of the 16 rows is loaded row-wise and transposed in registers (the
+// form for a matrix without its panels16 copy; 0.6x of the default decode).
 template <int MR>
 void rows_group(const WeightMatrix& w, const float* x, int64_t j0, int64_t live, float* y,
                 int64_t ldy) {
@@ -244,18 +246,7 @@ void rows_group(const WeightMatrix& w, const float* x, int64_t j0, int64_t live,
     __m512 c[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) c[i] = _mm512_setzero_ps();
-    if (w.panels16 != nullptr) {  // the interleaved copy: a group's column is one vector
-      const float* xk = x + k0;
-      const int64_t g = j0 / 16;
-      for (int64_t q = 0; q < kc; ++q) {
-        const __m512 wq = load_group_column(w, g, k0 + q);
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i) {
-          c[i] = _mm512_fmadd_ps(wq, _mm512_set1_ps(xk[i * cols + q]), c[i]);
-        }
-      }
-    }
-    for (int64_t kb = 0; w.panels16 == nullptr && kb < kc; kb += 16) {
+    for (int64_t kb = 0; kb < kc; kb += 16) {
       const int64_t count = std::min<int64_t>(16, kc - kb);
       const __mmask16 col_mask = lanes_mask(count);
       __m512 r[16];
@@ -280,10 +271,11 @@ void rows_group(const WeightMatrix& w, const float* x, int64_t j0, int64_t live,
   }
 }
 
-// rows_group's sums from the panels16 copy for G groups of 16 rows at once (rows
-// [j0, j0 + 16 G), `live` of them stored): each group's lanes run the same chain as in
-// rows_group, G of them interleaved so the fused multiply-adds of one column do not wait on
-// each other (one chain stalls on the FMA latency: decode ran 0.74-0.78x of the default).
+// rows_group's sums from the panels16 copy (a group's column is one vector) for G groups of
+// 16 rows at once (rows [j0, j0 + 16 G), `live` of them stored): each group's lanes run the
+// same chain as in rows_group, G of them interleaved so the fused multiply-adds of one column
+// do not wait on each other (one group at a time stalls on the FMA latency: decode ran
+// 0.74-0.78x of the default, four 1.11-1.13x).
 template <int MR, int G>
 void panel_groups(const WeightMatrix& w, const float* x, int64_t j0, int64_t live, float* y,
                   int64_t ldy) {
@@ -328,14 +320,23 @@ template <int... Rows>
 constexpr auto make_rows_groups(std::integer_sequence<int, Rows...>) {
   return std::array<RowsFn, sizeof...(Rows)>{&rows_group<Rows + 1>...};
 }
+template <int G, int... Rows>
+constexpr auto make_panel_groups(std::integer_sequence<int, Rows...>) {
+  return std::array<RowsFn, sizeof...(Rows)>{&panel_groups<Rows + 1, G>...};
+}
 
-// kRowsGroups[m - 1]: rows_group for m activation rows (1..kDenseRowsMax).
+// [m - 1]: the form for m activation rows. kRowsGroups and kPanelGroups take 1..kDenseRowsMax
+// rows a group at a time; kPanelFours 1..4 rows four groups at a time (16 accumulators at most).
 constexpr auto kRowsGroups = make_rows_groups(std::make_integer_sequence<int, kDenseRowsMax>{});
+constexpr auto kPanelGroups =
+    make_panel_groups<1>(std::make_integer_sequence<int, kDenseRowsMax>{});
+constexpr auto kPanelFours = make_panel_groups<4>(std::make_integer_sequence<int, 4>{});
 
 }  // namespace
 #endif
 
-bool dense_gemm_rows(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+bool dense_gemm_rows([[maybe_unused]] CpuContext& ctx, const WeightMatrix& w,
+                     [[maybe_unused]] const float* x, int64_t m, [[maybe_unused]] float* y) {
   if (!dense_gemm_supported(w) || m > kDenseRowsMax) return false;
 #ifdef HEARTH_CPU_AVX512
   const int64_t n = w.rows;
@@ -344,29 +345,18 @@ bool dense_gemm_rows(CpuContext& ctx, const WeightMatrix& w, const float* x, int
     std::fill_n(y, m * n, 0.0f);
     return true;
   }
-  if (w.panels16 != nullptr && m <= 4) {
-    // Four groups at a time (16 accumulators at most; a last, partial set a group at a time).
-    static constexpr std::array<RowsFn, 4> kFour = {&panel_groups<1, 4>, &panel_groups<2, 4>,
-                                                    &panel_groups<3, 4>, &panel_groups<4, 4>};
-    static constexpr std::array<RowsFn, 4> kOne = {&panel_groups<1, 1>, &panel_groups<2, 1>,
-                                                   &panel_groups<3, 1>, &panel_groups<4, 1>};
-    ctx.pool.parallel_for(n, 64, [&](int64_t a, int64_t b) {
-      int64_t j0 = a;
-      for (; j0 + 64 <= b; j0 += 64) kFour[m - 1](w, x, j0, 64, y, n);
-      for (; j0 < b; j0 += 16) kOne[m - 1](w, x, j0, std::min<int64_t>(16, b - j0), y, n);
-    });
-    return true;
-  }
-  const RowsFn group = kRowsGroups[m - 1];
+  const bool panels = w.panels16 != nullptr;
+  const RowsFn one = panels ? kPanelGroups[m - 1] : kRowsGroups[m - 1];
+  const RowsFn four = panels && m <= 4 ? kPanelFours[m - 1] : nullptr;
   ctx.pool.parallel_for(n, 64, [&](int64_t a, int64_t b) {
-    for (int64_t j0 = a; j0 < b; j0 += 16) group(w, x, j0, std::min<int64_t>(16, b - j0), y, n);
+    int64_t j0 = a;
+    if (four != nullptr) {
+      for (; j0 + 64 <= b; j0 += 64) four(w, x, j0, 64, y, n);
+    }
+    for (; j0 < b; j0 += 16) one(w, x, j0, std::min<int64_t>(16, b - j0), y, n);
   });
   return true;
 #else
-  (void)ctx;
-  (void)x;
-  (void)m;
-  (void)y;
   return false;
 #endif
 }
@@ -377,7 +367,9 @@ std::size_t panels16_bytes(const WeightMatrix& w) {
   return static_cast<std::size_t>((w.rows + 15) / 16 * 16 * w.cols) * dtype_size(w.dtype);
 }
 
-void interleave_panels16_blocks(const WeightMatrix& w, int64_t g0, int64_t g1, void* dst) {
+void interleave_panels16_blocks(const WeightMatrix& w, [[maybe_unused]] int64_t g0,
+                                [[maybe_unused]] int64_t g1, [[maybe_unused]] void* dst) {
+  HEARTH_CHECK(panels16_wanted(w), "a panels16 copy of a matrix no kernel reads it for");
 #ifdef HEARTH_CPU_AVX512
   // 16 x 16 blocks through the registers: each row's 16 columns widened to 32-bit lanes (the
   // bits only moved), transposed, narrowed back: one 16-lane column a store.
@@ -411,27 +403,12 @@ void interleave_panels16_blocks(const WeightMatrix& w, int64_t g0, int64_t g1, v
       }
     }
   }
-  return;
 #endif
-  const std::size_t size = dtype_size(w.dtype);
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = g0; g < g1; ++g) {
-    for (int64_t l = 0; l < 16; ++l) {
-      const int64_t r = g * 16 + l;
-      for (int64_t c = 0; c < w.cols; ++c) {
-        uint8_t* to = out + (static_cast<std::size_t>((g * w.cols + c) * 16 + l)) * size;
-        if (r < w.rows) {
-          std::memcpy(to, src + static_cast<std::size_t>(r * w.cols + c) * size, size);
-        } else {
-          std::memset(to, 0, size);
-        }
-      }
-    }
-  }
 }
 
-bool dense_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
+bool dense_gemm([[maybe_unused]] CpuContext& ctx, const WeightMatrix& w,
+                [[maybe_unused]] const float* x, [[maybe_unused]] int64_t m,
+                [[maybe_unused]] float* y) {
   if (!dense_gemm_supported(w)) return false;
 #ifdef HEARTH_CPU_AVX512
   const int64_t cols = w.cols;
@@ -482,10 +459,6 @@ bool dense_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t 
   });
   return true;
 #else
-  (void)ctx;
-  (void)x;
-  (void)m;
-  (void)y;
   return false;
 #endif
 }

@@ -200,12 +200,13 @@ std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t 
 
 #ifdef HEARTH_CPU_AVX512
 // Prefill-sized batches with the AVX-512 kernels. Float / bf16 / f16 weights with 16+ rows
-// go to the cache-blocked GEMM of gemm_dense.h; under 16 rows, weight rows in tiles of
-// kBlockRows run against the activations four rows at a time with 4 x 4 dot-product
-// register tiles. A quantized tile is first dequantized once into an f32
-// panel (per thread, [kBlockRows, cols]) and multiplied with the broadcast micro-kernel of
-// prefill_tile.h against the transposed activations, 32 rows at a time: dequantization is
-// paid once per tile. False when the format has no kernel.
+// go to the cache-blocked GEMM of gemm_dense.h, under 16 rows (batch-invariant) to its
+// unpacked form dense_gemm_rows, in the same order; otherwise (quantized weights, or float
+// ones under 16 rows by default) weight rows in tiles of kBlockRows run against the
+// activations four rows at a time with 4 x 4 dot-product register tiles. A quantized tile is first
+// dequantized once into an f32 panel (per thread, [kBlockRows, cols]) and multiplied with the
+// broadcast micro-kernel of prefill_tile.h against the transposed activations, 32 rows at a time:
+// dequantization is paid once per tile. False when the format has no kernel.
 bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m,
                            float* y) {
   constexpr int64_t kBlockRows = 32;
@@ -323,15 +324,10 @@ void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) 
   for (int64_t r = r0; r < r1; ++r) {
     float* o = out + (r - r0) * w.cols;
     if (w.panels16 != nullptr) {
-      // The 16-row-interleaved copy (prepare_panels16 dropped the row-major pages): element
-      // (r, c) at [r / 16][c][r % 16].
-      const int64_t base = (r / 16) * w.cols * 16 + r % 16;
-      for (int64_t c = 0; c < w.cols; ++c) {
-        const int64_t at = base + c * 16;
-        o[c] = w.dtype == DType::kF32    ? static_cast<const float*>(w.panels16)[at]
-               : w.dtype == DType::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(w.panels16)[at])
-                                         : f16_to_f32(static_cast<const uint16_t*>(w.panels16)[at]);
-      }
+      // The panels16 copy (prepare_panels16 dropped the row-major pages): element (r, c) at
+      // [r / 16][c][r % 16].
+      const int64_t first = (r / 16) * w.cols * 16 + r % 16;
+      for (int64_t c = 0; c < w.cols; ++c) o[c] = read_scalar(w.panels16, w.dtype, first + c * 16);
     } else if (w.dtype == DType::kF32) {
       std::copy_n(static_cast<const float*>(w.data) + r * w.cols, w.cols, o);
     } else if (w.dtype == DType::kBF16) {
@@ -372,8 +368,9 @@ void weight_rows_f32(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) 
 void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y) {
   if (ctx.int8_dot && int8_linear(ctx, w, x, m, y)) return;
   if (ctx.batch_invariant) {
-    // Every row count through one kernel family, whose sums for a row do not depend on the
-    // rows beside it: the 4 x 4 dot-product tiles (AVX-512), else the mat-vec 4 rows a call.
+    // Every row count in one order, whose sums for a row do not depend on the rows beside it:
+    // the cache-blocked GEMM's for float weights, the 4 x 4 dot-product tiles for quantized
+    // ones (AVX-512), else the mat-vec 4 rows a call.
 #ifdef HEARTH_CPU_AVX512
     if (blocked_linear_avx512(ctx, w, x, m, y)) return;
 #endif

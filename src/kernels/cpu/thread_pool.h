@@ -68,9 +68,10 @@ struct CpuContext {
   // (bf16_dot.h) where the CPU has them; off: f32 activations against f32-converted weights.
   bool bf16_dot = false;
   // Batch-invariant (--batch-invariant): a row's sums must not depend on how many rows share
-  // the call, so linear layers that the int8 path does not take run every row count through
-  // the same 4 x 4 dot-product tiles (the mat-vec for 1-4 rows and the cache-blocked GEMM for
-  // 16+ sum in other orders).
+  // the call, so linear layers that the int8 path does not take run every row count in one
+  // order (the mat-vec for 1-4 rows and the cache-blocked GEMM for 16+ sum in other orders):
+  // float weights the GEMM's (gemm_dense.h, dense_gemm_rows), quantized ones 4 x 4
+  // dot-product tiles.
   bool batch_invariant = false;
 };
 

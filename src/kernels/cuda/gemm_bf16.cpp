@@ -61,6 +61,19 @@ void destroy_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasL
   }
 }
 
+// One cuBLASLt call y = x·wᵀ (+ y when accumulate) with desc, the layouts a (w), b (x), c (y)
+// and algo on ctx's stream and workspace.
+Status matmul(DeviceContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const cublasLtMatmulAlgo_t& algo,
+              const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool accumulate,
+              const char* what) {
+  const float alpha = 1.0f;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  return cublas_status(cublasLtMatmul(ctx.cublaslt(), desc, &alpha, w, a, x, b, &beta, y, c, y, c,
+                                      &algo, ctx.workspace(), ctx.workspace_size(), ctx.stream()),
+                       what);
+}
+
 }  // namespace
 
 GemmBf16::Key GemmBf16::key_of(const GemmShape& s) {
@@ -179,12 +192,8 @@ Status GemmBf16::run(const GemmShape& s, const __nv_bfloat16* x, const __nv_bflo
     if (ran) return ok_status();
   }
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(s));
-  float alpha = 1.0f;
-  float beta = s.accumulate ? 1.0f : 0.0f;
-  return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, x, plan->b,
-                                      &beta, y, plan->c, y, plan->c, &plan->algos[plan->chosen],
-                                      ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
-                       "bf16 GEMM");
+  return matmul(*ctx_, plan->desc, plan->a, plan->b, plan->c, plan->algos[plan->chosen], x, w, y,
+                s.accumulate, "bf16 GEMM");
 }
 
 Result<bool> GemmBf16::run_wgmma(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
@@ -226,29 +235,20 @@ int GemmBf16::operand_rows(int m) const {
 Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                void* y) {
   if (options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit) {
-    HEARTH_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t* algo, unsplit_for(s));
-    const Plan* plan = &plans_.at(key_of(s));
-    const float alpha = 1.0f;
-    const float beta = s.accumulate ? 1.0f : 0.0f;
-    return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, plan->a, x,
-                                        plan->b, &beta, y, plan->c, y, plan->c, algo,
-                                        ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
-                         "bf16 GEMM (batch-invariant, unsplit)");
+    HEARTH_ASSIGN_OR_RETURN(const Plan* plan, unsplit_plan(s));
+    return matmul(*ctx_, plan->desc, plan->a, plan->b, plan->c, plan->unsplit, x, w, y,
+                  s.accumulate, "bf16 GEMM (batch-invariant, unsplit)");
   }
   // The algorithm: the chosen one of the plan for invariant_plan_rows rows, run on whole
   // blocks of kInvariantRows rows (its layouts from batched_for, whatever the plan's m).
   GemmShape planned = s;
   planned.m = options_.invariant_plan_rows;
   HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(planned));
-  const float alpha = 1.0f;
-  const float beta = s.accumulate ? 1.0f : 0.0f;
   const std::size_t y_size = s.out == GemmOut::kF32 ? sizeof(float) : sizeof(__nv_bfloat16);
   const int blocks = (s.m + kInvariantRows - 1) / kInvariantRows;
-  auto matmul = [&](const Batched& b, const __nv_bfloat16* xr, void* yr, const char* what) {
-    return cublas_status(cublasLtMatmul(ctx_->cublaslt(), plan->desc, &alpha, w, b.a, xr, b.b,
-                                        &beta, yr, b.c, yr, b.c, &plan->algos[plan->chosen],
-                                        ctx_->workspace(), ctx_->workspace_size(), ctx_->stream()),
-                         what);
+  auto call = [&](const Batched& b, const __nv_bfloat16* xr, void* yr, const char* what) {
+    return matmul(*ctx_, plan->desc, b.a, b.b, b.c, plan->algos[plan->chosen], xr, w, yr,
+                  s.accumulate, what);
   };
   GemmShape block = s;
   block.m = kInvariantRows;
@@ -259,9 +259,9 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
     if (single) shape.m = blocks * kInvariantRows;
     HEARTH_ASSIGN_OR_RETURN(const Batched* b, batched_for(shape, *plan, single ? 1 : blocks));
     if (b->usable) {
-      return matmul(*b, x, y,
-                    single ? "bf16 GEMM (batch-invariant, one call)"
-                           : "bf16 GEMM (batch-invariant, batched)");
+      return call(*b, x, y,
+                  single ? "bf16 GEMM (batch-invariant, one call)"
+                         : "bf16 GEMM (batch-invariant, batched)");
     }
   }
   HEARTH_ASSIGN_OR_RETURN(const Batched* one, batched_for(block, *plan, 1));
@@ -271,36 +271,37 @@ Status GemmBf16::run_invariant(const GemmShape& s, const __nv_bfloat16* x, const
   }
   for (int r = 0; r < s.m; r += kInvariantRows) {
     HEARTH_RETURN_IF_ERROR(
-        matmul(*one, x + static_cast<int64_t>(r) * s.ldx,
-               static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size,
-               "bf16 GEMM (batch-invariant)"));
+        call(*one, x + static_cast<int64_t>(r) * s.ldx,
+             static_cast<char*>(y) + static_cast<std::size_t>(r) * s.ldy * y_size,
+             "bf16 GEMM (batch-invariant)"));
   }
   return ok_status();
 }
 
 namespace {
 
-int32_t algo_id(const cublasLtMatmulAlgo_t& algo) {
-  int32_t id = -1;
+// One configuration attribute of algo (every one read here is 32 bits wide or less); -1 when
+// cuBLASLt does not report it.
+int64_t config_attribute(const cublasLtMatmulAlgo_t& algo,
+                         cublasLtMatmulAlgoConfigAttributes_t attr) {
+  uint32_t value = 0;
   std::size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id),
-                                           &written) != CUBLAS_STATUS_SUCCESS) {
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
     return -1;
   }
-  return id;
+  return value;
+}
+
+int64_t algo_id(const cublasLtMatmulAlgo_t& algo) {
+  return config_attribute(algo, CUBLASLT_ALGO_CONFIG_ID);
 }
 
 // True when algo sums k in one piece as cuBLASLt configured it (split-K 1, no reduction).
 bool runs_unsplit(const cublasLtMatmulAlgo_t& algo) {
-  int32_t splits = 0;
-  uint32_t reduction = 0;
-  std::size_t written = 0;
-  return cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                              sizeof(splits), &written) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                              &reduction, sizeof(reduction),
-                                              &written) == CUBLAS_STATUS_SUCCESS &&
-         splits == 1 && reduction == CUBLASLT_REDUCTION_SCHEME_NONE;
+  return config_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == 1 &&
+         config_attribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) ==
+             CUBLASLT_REDUCTION_SCHEME_NONE;
 }
 
 // algo with k in one piece (split-K 1, no reduction); none where cuBLASLt refuses either
@@ -320,18 +321,24 @@ std::optional<cublasLtMatmulAlgo_t> unsplit_copy(const cublasLtMatmulAlgo_t& alg
 
 }  // namespace
 
-Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
+Result<GemmBf16::Plan*> GemmBf16::unsplit_plan(const GemmShape& s) {
   HEARTH_ASSIGN_OR_RETURN(Plan * plan, plan_for(s));
-  if (plan->unsplit_resolved) return &plan->unsplit;
+  if (plan->unsplit_resolved) return plan;
   // The algorithm id every m of this weight shape keeps: the 64-row plan's (itself unresolved
   // when s is that plan).
   const cublasLtMatmulAlgo_t* reference = nullptr;
   if (s.m != kInvariantRows) {
     GemmShape block = s;
     block.m = kInvariantRows;
-    HEARTH_ASSIGN_OR_RETURN(reference, unsplit_for(block));
+    HEARTH_ASSIGN_OR_RETURN(const Plan* block_plan, unsplit_plan(block));
+    reference = &block_plan->unsplit;
   }
-  const int32_t wanted = reference != nullptr ? algo_id(*reference) : -1;
+  const int64_t wanted = reference != nullptr ? algo_id(*reference) : -1;
+  // Takes algo as this plan's unsplit algorithm.
+  auto take = [&](const cublasLtMatmulAlgo_t& algo) {
+    plan->unsplit = algo;
+    plan->unsplit_resolved = true;
+  };
   auto accepted = [&](const cublasLtMatmulAlgo_t& algo) {
     cublasLtMatmulHeuristicResult_t check{};
     return cublasLtMatmulAlgoCheck(ctx_->cublaslt(), plan->desc, plan->a, plan->b, plan->c, plan->c,
@@ -344,20 +351,15 @@ Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
   // 39 for the 128-row plan's unsplit one (off, split-K: 35), and at 256 rows 69 forced against
   // 47 (off: 49) (lab_invariant_gemm, S23-A7 / S24-S7). Below 64 rows the forced pick is the
   // faster one (the o projection at one row: 12 us forced, 25 for its plan's unsplit tile).
-  for (const int times : {1, 2, 4}) {
-    if (plan->unsplit_resolved || s.m < kInvariantRows) break;
+  for (int times = 1; s.m >= kInvariantRows && times <= 4 && !plan->unsplit_resolved; times *= 2) {
     GemmShape larger = s;
     larger.m = s.m * times;
-    if (larger.m > (1 << 20)) break;
     HEARTH_ASSIGN_OR_RETURN(const Plan* source, plan_for(larger));
-    for (int i = 0; i < source->count; ++i) {
+    for (int i = 0; i < source->count && !plan->unsplit_resolved; ++i) {
       const cublasLtMatmulAlgo_t& algo = source->algos[i];
-      if ((wanted >= 0 && algo_id(algo) != wanted) || !runs_unsplit(algo) || !accepted(algo)) {
-        continue;
+      if ((wanted < 0 || algo_id(algo) == wanted) && runs_unsplit(algo) && accepted(algo)) {
+        take(algo);
       }
-      plan->unsplit = algo;
-      plan->unsplit_resolved = true;
-      break;
     }
   }
   // Else the default candidates for this m in cuBLASLt's order, forced to split-K 1. (Its
@@ -367,23 +369,16 @@ Result<const cublasLtMatmulAlgo_t*> GemmBf16::unsplit_for(const GemmShape& s) {
   for (int i = 0; i < plan->count && !plan->unsplit_resolved; ++i) {
     if (wanted >= 0 && algo_id(plan->algos[i]) != wanted) continue;
     const std::optional<cublasLtMatmulAlgo_t> candidate = unsplit_copy(plan->algos[i]);
-    if (candidate && accepted(*candidate)) {
-      plan->unsplit = *candidate;
-      plan->unsplit_resolved = true;
-      break;
-    }
+    if (candidate && accepted(*candidate)) take(*candidate);
   }
-  if (!plan->unsplit_resolved && reference != nullptr && accepted(*reference)) {
-    plan->unsplit = *reference;
-    plan->unsplit_resolved = true;
-  }
+  if (!plan->unsplit_resolved && reference != nullptr && accepted(*reference)) take(*reference);
   if (!plan->unsplit_resolved) {
     return unsupported_error(
         "cuBLASLt has no unsplit bf16 GEMM algorithm for m={} n={} k={} (batch-invariant); "
         "HEARTH_INVARIANT_GEMM=batched runs the 64-row plan's algorithm in blocks",
         s.m, s.n, s.k);
   }
-  return &plan->unsplit;
+  return plan;
 }
 
 Result<const GemmBf16::Batched*> GemmBf16::batched_for(const GemmShape& s, const Plan& plan,
@@ -424,21 +419,12 @@ Status GemmBf16::choose(const GemmShape& shape, int candidate) {
 }
 
 Result<std::string> GemmBf16::describe(const GemmShape& shape) {
-  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, plan_for(shape));
-  const cublasLtMatmulAlgo_t* chosen = &plan->algos[plan->chosen];
-  if (options_.batch_invariant &&
-      options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit) {
-    HEARTH_ASSIGN_OR_RETURN(chosen, unsplit_for(shape));
-  }
-  const cublasLtMatmulAlgo_t& algo = *chosen;
-  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> long long {
-    uint32_t value = 0;  // every attribute read here is 32 bits wide or less
-    std::size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written) !=
-        CUBLAS_STATUS_SUCCESS) {
-      return -1;
-    }
-    return value;
+  const bool unsplit = options_.batch_invariant &&
+                       options_.invariant_form == GemmBf16Options::InvariantForm::kUnsplit;
+  HEARTH_ASSIGN_OR_RETURN(const Plan* plan, unsplit ? unsplit_plan(shape) : plan_for(shape));
+  const cublasLtMatmulAlgo_t& algo = unsplit ? plan->unsplit : plan->algos[plan->chosen];
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    return config_attribute(algo, attr);
   };
   return fmt::format("id={} tile={} stages={} splitk={} reduction={} cluster={}",
                      get(CUBLASLT_ALGO_CONFIG_ID), get(CUBLASLT_ALGO_CONFIG_TILE_ID),

@@ -109,7 +109,7 @@ class GemmBf16 {
     cublasLtMatmulAlgo_t algos[kMaxCandidates]{};
     int count = 0;   // candidates in algos
     int chosen = 0;  // the one run() uses
-    // kUnsplit's algorithm for this shape, once resolved (unsplit_for).
+    // kUnsplit's algorithm for this shape, once resolved (unsplit_plan).
     bool unsplit_resolved = false;
     cublasLtMatmulAlgo_t unsplit{};
   };
@@ -130,8 +130,9 @@ class GemmBf16 {
   // true once launched, false when the caller should take another route.
   Result<bool> run_wgmma(const GemmShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                          void* y);
-  // kUnsplit's algorithm for s (see the option), resolved once per shape.
-  Result<const cublasLtMatmulAlgo_t*> unsplit_for(const GemmShape& s);
+  // s's plan with its kUnsplit algorithm (Plan::unsplit; see the option) resolved, once per
+  // shape.
+  Result<Plan*> unsplit_plan(const GemmShape& s);
   // The batch-invariant form of run(), in options_.invariant_form.
   Status run_invariant(const GemmShape& shape, const __nv_bfloat16* x, const __nv_bfloat16* w,
                        void* y);

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/same_bits.h"
 #include "kernels/cpu/gemm_dense.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/ops.h"
@@ -65,6 +65,14 @@ Weights make_weights(DType dtype, int64_t rows, int64_t cols, std::mt19937_64& r
   return out;
 }
 
+// n Normal(0, 1) activations.
+std::vector<float> activations(int64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (auto& v : x) v = d(rng);
+  return x;
+}
+
 class GemmDenseTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GemmDenseTest, MatchesDoubleOracle) {
@@ -74,9 +82,7 @@ TEST_P(GemmDenseTest, MatchesDoubleOracle) {
   }
   std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 7919 + c.cols * 31 + c.m));
   const Weights wt = make_weights(c.dtype, c.rows, c.cols, rng);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(c.m * c.cols));
-  for (auto& v : x) v = d(rng);
+  const std::vector<float> x = activations(c.m * c.cols, rng);
 
   cpu::CpuContext ctx(c.threads);
   std::vector<float> got(static_cast<std::size_t>(c.m * c.rows), NAN);
@@ -98,9 +104,7 @@ TEST_P(GemmDenseTest, LinearMatchesRef) {
   const Case c = GetParam();
   std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 31 + c.cols * 7 + c.m));
   const Weights wt = make_weights(c.dtype, c.rows, c.cols, rng);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(c.m * c.cols));
-  for (auto& v : x) v = d(rng);
+  const std::vector<float> x = activations(c.m * c.cols, rng);
   std::vector<float> want(static_cast<std::size_t>(c.m * c.rows));
   ref::linear(wt.w, x.data(), c.m, want.data());
   cpu::CpuContext ctx(c.threads);
@@ -125,18 +129,13 @@ TEST_P(GemmDenseTest, RowsMatchTheGemmBitForBit) {
   const Weights wt = make_weights(c.dtype, c.rows, c.cols, rng);
   const int64_t m = std::min(c.m, cpu::kDenseRowsMax);
   const int64_t big = std::max<int64_t>(m, 16) + 3;
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(big * c.cols));
-  for (auto& v : x) v = d(rng);
+  const std::vector<float> x = activations(big * c.cols, rng);
   cpu::CpuContext ctx(c.threads);
   std::vector<float> whole(static_cast<std::size_t>(big * c.rows), NAN);
   ASSERT_TRUE(cpu::dense_gemm(ctx, wt.w, x.data(), big, whole.data()));
   std::vector<float> rows(static_cast<std::size_t>(m * c.rows), NAN);
   ASSERT_TRUE(cpu::dense_gemm_rows(ctx, wt.w, x.data(), m, rows.data()));
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&rows[i], &whole[i], sizeof(float)), 0)
-        << "row " << i / c.rows << " out " << i % c.rows << ": " << rows[i] << " vs " << whole[i];
-  }
+  ASSERT_TRUE(tests::same_bits(rows, whole, m * c.rows, c.rows));
   EXPECT_FALSE(cpu::dense_gemm_rows(ctx, wt.w, x.data(), cpu::kDenseRowsMax + 1, rows.data()));
   // From the 16-row-interleaved copy (WeightMatrix::panels16, the batch-invariant layout): the
   // GEMM and every row count (1-4 rows take the four-group decode form) give the same bits.
@@ -148,12 +147,12 @@ TEST_P(GemmDenseTest, RowsMatchTheGemmBitForBit) {
   pw.panels16 = aligned;
   std::vector<float> from_panels(whole.size(), NAN);
   ASSERT_TRUE(cpu::dense_gemm(ctx, pw, x.data(), big, from_panels.data()));
-  ASSERT_EQ(std::memcmp(from_panels.data(), whole.data(), whole.size() * sizeof(float)), 0)
+  ASSERT_TRUE(tests::same_bits(from_panels, whole, big * c.rows, c.rows))
       << "dense_gemm from the interleaved copy";
   for (int64_t r = 1; r <= m; r += (r < 5 ? 1 : 5)) {
     std::vector<float> part(static_cast<std::size_t>(r * c.rows), NAN);
     ASSERT_TRUE(cpu::dense_gemm_rows(ctx, pw, x.data(), r, part.data()));
-    ASSERT_EQ(std::memcmp(part.data(), whole.data(), part.size() * sizeof(float)), 0)
+    ASSERT_TRUE(tests::same_bits(part, whole, r * c.rows, c.rows))
         << r << " rows from the interleaved copy";
   }
   std::vector<float> gathered(static_cast<std::size_t>(c.cols));
@@ -167,7 +166,8 @@ TEST_P(GemmDenseTest, RowsMatchTheGemmBitForBit) {
   for (const int64_t r : {int64_t{0}, big - 1}) {
     std::vector<float> alone(static_cast<std::size_t>(c.rows), NAN);
     cpu::linear(ctx, wt.w, x.data() + r * c.cols, 1, alone.data());
-    ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * c.rows, alone.size() * sizeof(float)), 0)
+    const std::vector<float> in_batch(batch.begin() + r * c.rows, batch.begin() + (r + 1) * c.rows);
+    ASSERT_TRUE(tests::same_bits(alone, in_batch, c.rows, c.rows))
         << "row " << r << " alone vs in a batch of " << big;
   }
 }

@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/same_bits.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/ops.h"
@@ -98,19 +98,6 @@ struct Quantized {
   WeightMatrix w;
 };
 
-// The first `count` floats of a and b are the same bits; else the first that differs, by its
-// row and column in a row-major result of `cols` columns.
-::testing::AssertionResult same_bits(const std::vector<float>& a, const std::vector<float>& b,
-                                     int64_t count, int64_t cols) {
-  for (int64_t k = 0; k < count; ++k) {
-    if (std::memcmp(&a[k], &b[k], sizeof(float)) != 0) {
-      return ::testing::AssertionFailure()
-             << "row " << k / cols << " column " << k % cols << ": " << a[k] << " vs " << b[k];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
 class Int8DotTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
@@ -189,7 +176,7 @@ TEST_P(Int8DotTest, MatchesEmulationAndStaysWithinTheQuantizationBound) {
   for (int64_t m = 1; m <= 4; ++m) {
     std::vector<float> alone(static_cast<std::size_t>(m * c.rows), NAN);
     cpu::linear(ctx, w16, xb.data(), m, alone.data());
-    ASSERT_TRUE(same_bits(alone, batch, m * c.rows, c.rows)) << "m " << m;
+    ASSERT_TRUE(tests::same_bits(alone, batch, m * c.rows, c.rows)) << "m " << m;
   }
 }
 
@@ -211,7 +198,7 @@ TEST_P(Int8DotTest, GemmFromRows16IsBitwiseTheSame) {
     std::vector<float> from16(plain.size(), NAN);
     cpu::linear(ctx, qm.w, x.data(), m, plain.data());
     cpu::linear(ctx, w16, x.data(), m, from16.data());
-    ASSERT_TRUE(same_bits(plain, from16, m * c.rows, c.rows)) << "m " << m;
+    ASSERT_TRUE(tests::same_bits(plain, from16, m * c.rows, c.rows)) << "m " << m;
   }
 }
 
@@ -227,7 +214,7 @@ TEST_P(Int8DotTest, RowsGatheredFromRows16AreBitwiseTheSame) {
   for (int64_t r = c.rows; r-- > 0;) {  // one row a call, last first
     cpu::weight_rows_f32(w16, r, r + 1, from16.data() + r * c.cols);
   }
-  ASSERT_TRUE(same_bits(plain, from16, c.rows * c.cols, c.cols));
+  ASSERT_TRUE(tests::same_bits(plain, from16, c.rows * c.cols, c.cols));
 }
 
 INSTANTIATE_TEST_SUITE_P(
