@@ -93,8 +93,8 @@ Result<LoadOptions> device_load_options(const DeviceArgs& args, int threads) {
                                   args.batch_invariant);
   }
   // auto: load turns it on where it costs about nothing (a CPU model on the int8 path:
-  // benchmarks/RESULTS.md, S21-C2) and leaves it off for float weights on the CPU (not yet
-  // measured on issue 4's host in session 24's form) and on CUDA (batch-1 decode 0.83x, long
+  // benchmarks/RESULTS.md, S21-C2) and leaves it off for float weights on the CPU (decode
+  // 0.86-0.99x of off on issue 4's host, S25-R2/R3) and on CUDA (batch-1 decode 0.83x, long
   // prefills 0.84-0.89x). The bf16
   // prefill GEMM (--cpu-bf16-dot on) rounds activations that decode does not: it cannot be
   // combined with on.

@@ -363,18 +363,20 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
   return for_each_projection(weights, prepare);
 }
 
-Status prepare_panels16(LlamaWeights& weights, const WeightStore& store) {
+Status prepare_panels16(LlamaWeights& weights, const WeightStore& store, cpu::ThreadPool& pool) {
   auto prepare = [&](kernels::WeightMatrix& w) -> Status {
     if (!cpu::panels16_wanted(w) || w.panels16 != nullptr) return ok_status();
     const std::size_t bytes = cpu::panels16_bytes(w);
-    HEARTH_ASSIGN_OR_RETURN(Buffer copy, Buffer::allocate(bytes));
+    HEARTH_ASSIGN_OR_RETURN(Buffer copy, Buffer::allocate_for_overwrite(bytes));
     const int64_t groups = (w.rows + 15) / 16;
     const std::size_t row_bytes = static_cast<std::size_t>(w.cols) * dtype_size(w.dtype);
     const bool owned = std::any_of(weights.owned.begin(), weights.owned.end(),
                                    [&](const Buffer& b) { return b.data() == w.data; });
     for (int64_t g0 = 0; g0 < groups; g0 += kInterleaveLoadBlocks) {
       const int64_t g1 = std::min(groups, g0 + kInterleaveLoadBlocks);
-      cpu::interleave_panels16_blocks(w, g0, g1, copy.data());
+      pool.parallel_for(g1 - g0, 8, [&](int64_t a, int64_t b) {
+        cpu::interleave_panels16_blocks(w, g0 + a, g0 + b, copy.data());
+      });
       if (!owned) {
         weights.released_bytes += store.drop_pages(
             static_cast<const uint8_t*>(w.data) + g0 * 16 * row_bytes,
@@ -406,7 +408,8 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
     HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights, *store));
   }
   if (options.kernels == KernelKind::kCpu && resolved.batch_invariant) {
-    HEARTH_RETURN_IF_ERROR(prepare_panels16(*weights, *store));
+    cpu::ThreadPool pool(options.threads);
+    HEARTH_RETURN_IF_ERROR(prepare_panels16(*weights, *store, pool));
   }
   return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
       std::move(config), std::move(store).value(), std::move(weights).value(), resolved));

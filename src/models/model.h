@@ -73,8 +73,8 @@ struct LoadOptions {
   // models only).
   bool batch_invariant = false;
   // --batch-invariant auto: load decides batch_invariant where it costs about nothing: on
-  // for a CPU model whose linears take the int8 path, off for float weights on the CPU (long
-  // prefills ~0.7x) and on CUDA.
+  // for a CPU model whose linears take the int8 path, off for float weights on the CPU (decode
+  // 0.86-0.99x on issue 4's host, session 25) and on CUDA.
   bool batch_invariant_auto = false;
   // kCpu: bf16 weights in prefill (batches over 4 rows) multiply activations rounded to bf16
   // with AVX512-BF16 dot products; ignored where the CPU lacks them. Changes outputs

@@ -8,15 +8,22 @@
 
 namespace hearth {
 
-Result<Buffer> Buffer::allocate(std::size_t bytes) {
+Result<Buffer> Buffer::allocate_for_overwrite(std::size_t bytes) {
   Buffer buffer;
   if (bytes == 0) return buffer;
-  std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) return out_of_memory_error("cannot allocate {} bytes of host memory", bytes);
-  std::memset(p, 0, rounded);
   buffer.data_ = p;
   buffer.size_ = bytes;
+  return buffer;
+}
+
+Result<Buffer> Buffer::allocate(std::size_t bytes) {
+  HEARTH_ASSIGN_OR_RETURN(Buffer buffer, allocate_for_overwrite(bytes));
+  if (buffer.data_ != nullptr) {
+    std::memset(buffer.data_, 0, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  }
   return buffer;
 }
 

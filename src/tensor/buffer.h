@@ -16,6 +16,10 @@ class Buffer {
   Buffer() = default;
   // Allocates `bytes` zeroed bytes; an error (not an abort) when the allocation fails.
   static Result<Buffer> allocate(std::size_t bytes);
+  // As allocate, but the bytes are left as the allocator gives them: for a caller that writes
+  // every byte before anything reads it (a converted weight copy filled on many threads, whose
+  // first touch then happens there instead of in one thread's memset).
+  static Result<Buffer> allocate_for_overwrite(std::size_t bytes);
 
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,6 +170,38 @@ TEST_P(GemmDenseTest, RowsMatchTheGemmBitForBit) {
     const std::vector<float> in_batch(batch.begin() + r * c.rows, batch.begin() + (r + 1) * c.rows);
     ASSERT_TRUE(tests::same_bits(alone, in_batch, c.rows, c.rows))
         << "row " << r << " alone vs in a batch of " << big;
+  }
+}
+
+// The copy is built into memory that is not zeroed first (Buffer::allocate_for_overwrite), in
+// chunks of groups on several threads: every lane of every column must be written, rows past
+// the matrix as zeros, whatever the chunks.
+TEST_P(GemmDenseTest, InterleaveWritesEveryLaneInAnyChunks) {
+  const Case c = GetParam();
+  if (!cpu::dense_gemm_supported(WeightMatrix{c.dtype, 1, 1, nullptr})) {
+    GTEST_SKIP() << "no AVX-512 in this build";
+  }
+  std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 7 + c.cols));
+  const Weights wt = make_weights(c.dtype, c.rows, c.cols, rng);
+  const int64_t groups = (c.rows + 15) / 16;
+  const std::size_t esize = c.dtype == DType::kF32 ? 4 : 2;
+  std::vector<uint8_t> panels(cpu::panels16_bytes(wt.w) + 64, 0xFF);
+  uint8_t* aligned = panels.data() + (64 - reinterpret_cast<uintptr_t>(panels.data()) % 64) % 64;
+  const int64_t split = groups / 2;
+  cpu::interleave_panels16_blocks(wt.w, split, groups, aligned);
+  if (split > 0) cpu::interleave_panels16_blocks(wt.w, 0, split, aligned);
+  const auto* src = static_cast<const uint8_t*>(wt.w.data);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t k = 0; k < c.cols; ++k) {
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t row = g * 16 + l;
+        const uint8_t* got = aligned + ((g * c.cols + k) * 16 + l) * esize;
+        std::vector<uint8_t> want(esize, 0);
+        if (row < c.rows) std::memcpy(want.data(), src + (row * c.cols + k) * esize, esize);
+        ASSERT_EQ(std::memcmp(got, want.data(), esize), 0)
+            << "group " << g << " column " << k << " lane " << l;
+      }
+    }
   }
 }
 
