@@ -33,13 +33,19 @@ const char* simd_name() {
 }
 
 std::string prefill_gemm_name(const CpuContext& ctx) {
+  const std::string blas = "OpenBLAS sgemm (" + ctx.blas_core + ")";
 #ifdef HEARTH_CPU_AVX512
-  if (!ctx.blas_has_avx2_kernels) {
-    return "hearth avx512 blocked, dense 14x32 GEMM (OpenBLAS core " + ctx.blas_core +
-           " has no AVX2 kernels)";
-  }
+  // Float weights first; quantized ones off the int8 path follow OpenBLAS's kernels.
+  const std::string quantized =
+      ctx.blas_has_avx2_kernels
+          ? blas
+          : "hearth's (OpenBLAS core " + ctx.blas_core + " has no AVX2 kernels)";
+  const std::string floats = ctx.hearth_prefill_gemm ? "hearth avx512 blocked GEMM"
+                                                     : blas + " (HEARTH_CPU_PREFILL_GEMM=blas)";
+  return floats + "; quantized off the int8 path: " + quantized;
+#else
+  return blas;
 #endif
-  return "OpenBLAS sgemm (" + ctx.blas_core + ")";
 }
 
 namespace {
@@ -385,7 +391,8 @@ void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
   }
   if (ctx.bf16_dot && bf16_linear(ctx, w, x, m, y)) return;
 #ifdef HEARTH_CPU_AVX512
-  if (!ctx.blas_has_avx2_kernels && blocked_linear_avx512(ctx, w, x, m, y)) return;
+  const bool hearth_gemm = w.quantized() ? !ctx.blas_has_avx2_kernels : ctx.hearth_prefill_gemm;
+  if (hearth_gemm && blocked_linear_avx512(ctx, w, x, m, y)) return;
 #endif
   const int n = static_cast<int>(w.rows);
   const int k = static_cast<int>(w.cols);

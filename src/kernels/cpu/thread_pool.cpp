@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 namespace hearth::kernels::cpu {
 namespace {
@@ -71,6 +73,8 @@ CpuContext::CpuContext(int threads) : pool(threads) {
   for (const char* fast : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
     blas_has_avx2_kernels = blas_has_avx2_kernels || blas_core == fast;
   }
+  const char* gemm = std::getenv("HEARTH_CPU_PREFILL_GEMM");
+  hearth_prefill_gemm = gemm == nullptr || std::strcmp(gemm, "blas") != 0;
 }
 
 ThreadPool::ThreadPool(int threads) {
