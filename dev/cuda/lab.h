@@ -170,6 +170,10 @@ inline double check_ratio(const std::vector<float>& got, const std::vector<float
   return worst;
 }
 
+// Read-only stream of 4 GiB (16-byte ld.global.nc, sms x 4 blocks of 512), bytes read per
+// second: 6-9 % above the copy on the H200. Defined in dev/cuda/read_bandwidth.cu.
+double measure_read_bandwidth(cudaStream_t stream, int sms);
+
 // Device-to-device copy of 2 GiB, bytes read + written per second.
 inline double measure_copy_bandwidth(cudaStream_t stream) {
   const size_t bytes = size_t{2} << 30;

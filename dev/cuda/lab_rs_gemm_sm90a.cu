@@ -324,39 +324,6 @@ bool fits(const Variant& v, int n, int k) {
   return n % (64 * v.row_wgs) == 0 && (k / 64) % v.split == 0;
 }
 
-// Read-only stream: 16-byte ld.global.nc, 8 in flight a thread.
-__global__ void read_kernel(const uint4* p, size_t count, unsigned* out) {
-  uint32_t acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 7 * stride < count; i += 8 * stride) {
-    uint4 v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = __ldg(p + i + j * stride);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  }
-  if (acc == 0x12345678u) *out = acc;
-}
-
-double read_only_bandwidth(cudaStream_t st, int sms) {
-  const size_t bytes = size_t{4} << 30;
-  uint4* p = nullptr;
-  unsigned* out = nullptr;
-  CK(cudaMalloc(&p, bytes));
-  CK(cudaMalloc(&out, 4));
-  CK(cudaMemsetAsync(p, 1, bytes, st));
-  const double ms = median_ms(st, [&](int) {
-    read_kernel<<<sms * 4, 512, 0, st>>>(p, bytes / 16, out);
-    CK(cudaGetLastError());
-  });
-  CK(cudaFree(p));
-  CK(cudaFree(out));
-  const double bw = bytes / (ms * 1e-3);
-  std::printf("read-only stream 4 GiB: %.3f ms -> %.3f TB/s\n", ms, bw / 1e12);
-  return bw;
-}
-
 struct ShapeBuffers {
   Bf16* w = nullptr;  // copies x [n, k]
   Bf16* x = nullptr;  // [64, k]
@@ -514,7 +481,7 @@ int main() {
   return run_reported("lab_rs_gemm", [](DeviceContext& ctx) {
     const int sms = ctx.properties().multiProcessorCount;
     const double copy_bw = measure_copy_bandwidth(ctx.stream());
-    const double read_bw = read_only_bandwidth(ctx.stream(), sms);
+    const double read_bw = measure_read_bandwidth(ctx.stream(), sms);
     const char* m_env = std::getenv("LAB_M");
     const int m = m_env != nullptr ? std::atoi(m_env) : 64;
     const std::vector<Variant> vs = variants();
