@@ -140,6 +140,9 @@ TEST(DeviceCli, EngineLevelsAndCachedPrefix) {
   // 40 prefix tokens = 2 full blocks of 16 reused; the suffix request computes the rest.
   EXPECT_EQ(j["engine"]["prefix"]["cached_tokens"], 32);
   EXPECT_GT(j["engine"]["prefix"]["suffix_ttft_ms"].get<double>(), 0.0);
+  // A second suffix over the same prefix: the same cached blocks, its own TTFT.
+  EXPECT_EQ(j["engine"]["prefix"]["again_cached_tokens"], 32);
+  EXPECT_GT(j["engine"]["prefix"]["suffix_again_ttft_ms"].get<double>(), 0.0);
 }
 
 }  // namespace
