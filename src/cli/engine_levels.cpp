@@ -123,21 +123,22 @@ Result<nlohmann::json> run_engine_levels(std::unique_ptr<Model> model,
       for (int32_t& t : v) t = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
       return v;
     };
-    std::vector<int32_t> prefix = random_tokens(spec.prefix_tokens);
+    const std::vector<int32_t> prefix = random_tokens(spec.prefix_tokens);
+    auto with_new_suffix = [&] {
+      std::vector<int32_t> v = prefix;
+      const std::vector<int32_t> suffix = random_tokens(spec.suffix_tokens);
+      v.insert(v.end(), suffix.begin(), suffix.end());
+      return v;
+    };
     int cached = 0;
     HEARTH_ASSIGN_OR_RETURN(double cold_ms, time_first_token(*engine, prefix, &cached));
-    std::vector<int32_t> with_suffix = prefix;
-    std::vector<int32_t> suffix = random_tokens(spec.suffix_tokens);
-    with_suffix.insert(with_suffix.end(), suffix.begin(), suffix.end());
-    HEARTH_ASSIGN_OR_RETURN(double warm_ms, time_first_token(*engine, with_suffix, &cached));
+    HEARTH_ASSIGN_OR_RETURN(double warm_ms, time_first_token(*engine, with_new_suffix(), &cached));
     // Another suffix of the same length over the same cached prefix: the same step shape, now
     // met before (the first request at a new row count also pays for its GEMM plans and, on
     // CUDA, the lazy load of their kernels: dev/cuda/NOTES.md, session 25).
-    std::vector<int32_t> with_other = prefix;
-    std::vector<int32_t> other = random_tokens(spec.suffix_tokens);
-    with_other.insert(with_other.end(), other.begin(), other.end());
     int cached_again = 0;
-    HEARTH_ASSIGN_OR_RETURN(double again_ms, time_first_token(*engine, with_other, &cached_again));
+    HEARTH_ASSIGN_OR_RETURN(double again_ms,
+                            time_first_token(*engine, with_new_suffix(), &cached_again));
     report["prefix"] = {{"prefix_tokens", spec.prefix_tokens},
                         {"suffix_tokens", spec.suffix_tokens},
                         {"cold_ttft_ms", cold_ms},

@@ -43,12 +43,12 @@ constexpr int64_t kInterleaveLoadBlocks = 256;
 }  // namespace
 
 LlamaModel::LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weights,
-                       const LoadOptions& options)
+                       std::unique_ptr<cpu::CpuContext> ctx, const LoadOptions& options)
     : config_(std::move(config)),
       store_(std::move(store)),
       weights_(std::move(weights)),
       kernels_(options.kernels),
-      ctx_(std::make_unique<cpu::CpuContext>(options.threads)),
+      ctx_(std::move(ctx)),
       rope_(rope_tables(config_)) {
   ctx_->int8_dot = options.cpu_int8_dot;
   // The bf16 prefill GEMM rounds activations that decode's mat-vec does not, so a decode row
@@ -307,9 +307,24 @@ Status for_each_projection(LlamaWeights& weights, F&& fn) {
   return fn(weights.lm_head);
 }
 
+// interleave(b0, b1) over the 16-row blocks of a rows-row matrix, kInterleaveLoadBlocks blocks
+// a chunk, each chunk's blocks split across pool's threads; after each chunk,
+// done(rows converted so far) (the caller drops those rows' file pages: no matrix is held
+// twice).
+template <typename Interleave, typename Done>
+void interleave_in_chunks(cpu::ThreadPool& pool, int64_t rows, Interleave&& interleave,
+                          Done&& done) {
+  const int64_t blocks = (rows + 15) / 16;
+  for (int64_t b0 = 0; b0 < blocks; b0 += kInterleaveLoadBlocks) {
+    const int64_t b1 = std::min(blocks, b0 + kInterleaveLoadBlocks);
+    pool.parallel_for(b1 - b0, 8, [&](int64_t a, int64_t b) { interleave(b0 + a, b0 + b); });
+    done(b0 * 16, std::min(b1 * 16, rows));
+  }
+}
+
 }  // namespace
 
-Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
+Status prepare_rows16(LlamaWeights& weights, const WeightStore& store, cpu::ThreadPool& pool) {
   // After its rows16 copies are built int8_linear reads nothing else of a matrix, so the
   // row-major codes, scales and biases are released at once (one matrix's worth resident at a
   // time): an owned aligned copy is freed, a tensor in the file mapping loses its whole pages.
@@ -329,21 +344,24 @@ Status prepare_rows16(LlamaWeights& weights, const WeightStore& store) {
   auto prepare = [&](kernels::WeightMatrix& w) -> Status {
     if (!cpu::rows16_wanted(w)) return ok_status();
     const cpu::Rows16Bytes bytes = cpu::rows16_bytes(w);
-    HEARTH_ASSIGN_OR_RETURN(Buffer codes, Buffer::allocate(bytes.codes));
-    HEARTH_ASSIGN_OR_RETURN(Buffer scales, Buffer::allocate(bytes.side));
-    HEARTH_ASSIGN_OR_RETURN(Buffer biases, Buffer::allocate(bytes.side));
+    // interleave_rows16_blocks writes every byte (rows past w.rows as zeros).
+    HEARTH_ASSIGN_OR_RETURN(Buffer codes, Buffer::allocate_for_overwrite(bytes.codes));
+    HEARTH_ASSIGN_OR_RETURN(Buffer scales, Buffer::allocate_for_overwrite(bytes.side));
+    HEARTH_ASSIGN_OR_RETURN(Buffer biases, Buffer::allocate_for_overwrite(bytes.side));
     // 4096 rows at a time, dropping the file pages of the codes read so far after each: the
     // load never holds a whole matrix twice (8-bit 8B: lm_head alone is 525 MB). A copied
     // (owned) tensor is freed by release() below; drop_pages leaves it alone.
-    const int64_t blocks = (w.rows + 15) / 16;
     const auto* src = static_cast<const uint8_t*>(w.data);
     const int64_t row_bytes = w.cols * w.bits / 8;
-    for (int64_t b0 = 0; b0 < blocks; b0 += kInterleaveLoadBlocks) {
-      const int64_t b1 = std::min(blocks, b0 + kInterleaveLoadBlocks);
-      cpu::interleave_rows16_blocks(w, b0, b1, static_cast<uint8_t*>(codes.data()), scales.data(),
-                                    biases.data());
-      store.drop_pages(src, static_cast<std::size_t>(std::min(b1 * 16, w.rows) * row_bytes));
-    }
+    interleave_in_chunks(
+        pool, w.rows,
+        [&](int64_t b0, int64_t b1) {
+          cpu::interleave_rows16_blocks(w, b0, b1, static_cast<uint8_t*>(codes.data()),
+                                        scales.data(), biases.data());
+        },
+        [&](int64_t, int64_t rows_done) {
+          store.drop_pages(src, static_cast<std::size_t>(rows_done * row_bytes));
+        });
     w.rows16 = codes.data();
     w.rows16_scales = scales.data();
     w.rows16_biases = biases.data();
@@ -368,21 +386,18 @@ Status prepare_panels16(LlamaWeights& weights, const WeightStore& store, cpu::Th
     if (!cpu::panels16_wanted(w) || w.panels16 != nullptr) return ok_status();
     const std::size_t bytes = cpu::panels16_bytes(w);
     HEARTH_ASSIGN_OR_RETURN(Buffer copy, Buffer::allocate_for_overwrite(bytes));
-    const int64_t groups = (w.rows + 15) / 16;
     const std::size_t row_bytes = static_cast<std::size_t>(w.cols) * dtype_size(w.dtype);
     const bool owned = std::any_of(weights.owned.begin(), weights.owned.end(),
                                    [&](const Buffer& b) { return b.data() == w.data; });
-    for (int64_t g0 = 0; g0 < groups; g0 += kInterleaveLoadBlocks) {
-      const int64_t g1 = std::min(groups, g0 + kInterleaveLoadBlocks);
-      pool.parallel_for(g1 - g0, 8, [&](int64_t a, int64_t b) {
-        cpu::interleave_panels16_blocks(w, g0 + a, g0 + b, copy.data());
-      });
-      if (!owned) {
-        weights.released_bytes += store.drop_pages(
-            static_cast<const uint8_t*>(w.data) + g0 * 16 * row_bytes,
-            static_cast<std::size_t>(std::min(g1 * 16, w.rows) - g0 * 16) * row_bytes);
-      }
-    }
+    interleave_in_chunks(
+        pool, w.rows,
+        [&](int64_t g0, int64_t g1) { cpu::interleave_panels16_blocks(w, g0, g1, copy.data()); },
+        [&](int64_t rows_from, int64_t rows_done) {
+          if (owned) return;
+          weights.released_bytes +=
+              store.drop_pages(static_cast<const uint8_t*>(w.data) + rows_from * row_bytes,
+                               static_cast<std::size_t>(rows_done - rows_from) * row_bytes);
+        });
     const bool tied = w.data == weights.embed.data;
     w.panels16 = copy.data();
     weights.interleaved_bytes += bytes;
@@ -404,15 +419,16 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, const LoadOpti
   const bool int8_path = options.kernels == KernelKind::kCpu && options.cpu_int8_dot &&
                          !weights->layers.empty() && cpu::rows16_wanted(weights->layers[0].q.w);
   if (options.batch_invariant_auto) resolved.batch_invariant = int8_path;
+  auto ctx = std::make_unique<cpu::CpuContext>(options.threads);
   if (options.kernels == KernelKind::kCpu && options.cpu_int8_dot && resolved.batch_invariant) {
-    HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights, *store));
+    HEARTH_RETURN_IF_ERROR(prepare_rows16(*weights, *store, ctx->pool));
   }
   if (options.kernels == KernelKind::kCpu && resolved.batch_invariant) {
-    cpu::ThreadPool pool(options.threads);
-    HEARTH_RETURN_IF_ERROR(prepare_panels16(*weights, *store, pool));
+    HEARTH_RETURN_IF_ERROR(prepare_panels16(*weights, *store, ctx->pool));
   }
-  return std::unique_ptr<Model>(std::make_unique<LlamaModel>(
-      std::move(config), std::move(store).value(), std::move(weights).value(), resolved));
+  return std::unique_ptr<Model>(
+      std::make_unique<LlamaModel>(std::move(config), std::move(store).value(),
+                                   std::move(weights).value(), std::move(ctx), resolved));
 }
 
 }  // namespace hearth

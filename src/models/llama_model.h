@@ -51,22 +51,26 @@ Result<LlamaWeights> load_llama_weights(const ModelConfig& config, const WeightS
 // (kernels/cpu/int8_dot.h, interleave_rows16), its buffers kept in weights.owned; the
 // row-major codes, scales and biases are then released (null; freed, or their pages in
 // `store`'s mappings dropped), a tied head's too (the embedding then reads the rows16 copy).
-Status prepare_rows16(LlamaWeights& weights, const WeightStore& store);
+// Built on `pool`'s threads like prepare_panels16's copies.
+Status prepare_rows16(LlamaWeights& weights, const WeightStore& store,
+                      kernels::cpu::ThreadPool& pool);
 
 // For CPU batch invariance on float weights: every float projection (and the head) copied 16
 // rows interleaved (kernels/cpu/gemm_dense.h, WeightMatrix::panels16), which the invariant GEMM,
 // its decode form and a tied head's embedding gather read instead of the row-major data; that
 // data stays valid, but its file pages are dropped as each copy is built, kInterleaveLoadBlocks
 // groups at a time (no matrix held twice). An owned (aligned) copy is kept as well. Each
-// chunk's groups are interleaved on `pool`'s threads (~1.2 GB/s on one core; 2.0 s for the 1B
-// model's 2.4 GB on issue 4's host).
+// chunk's groups are interleaved on `pool`'s threads, into memory not zeroed first (the 1B
+// model's 2.4 GB on issue 4's host: 1.9-2.2 s on one thread, 0.23-0.42 s on 16).
 Status prepare_panels16(LlamaWeights& weights, const WeightStore& store,
                         kernels::cpu::ThreadPool& pool);
 
 class LlamaModel : public Model {
  public:
+  // ctx: the CPU context load_model built the interleaved copies with (its pool runs the
+  // model's kernels too).
   LlamaModel(ModelConfig config, WeightStore store, LlamaWeights weights,
-             const LoadOptions& options);
+             std::unique_ptr<kernels::cpu::CpuContext> ctx, const LoadOptions& options);
 
   const ModelConfig& config() const override { return config_; }
   Status create_kv_cache(int num_blocks, int block_size) override;

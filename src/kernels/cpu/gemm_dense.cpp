@@ -122,13 +122,8 @@ __m512 load_weight16(const WeightMatrix& w, int64_t r, int64_t c, __mmask16 mask
 // Column c of the 16 rows of group g of w's panels16 copy as f32 (exact).
 __m512 load_group_column(const WeightMatrix& w, int64_t g, int64_t c) {
   const int64_t at = (g * w.cols + c) * 16;
-  if (w.dtype == DType::kF32) return _mm512_loadu_ps(static_cast<const float*>(w.panels16) + at);
-  const __m256i raw = _mm256_loadu_si256(
-      reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.panels16) + at));
-  if (w.dtype == DType::kBF16) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-  }
-  return _mm512_cvtph_ps(raw);
+  if (w.dtype == DType::kF32) return load_w16(static_cast<const float*>(w.panels16) + at);
+  return load_w16(static_cast<const uint16_t*>(w.panels16) + at, w.dtype);
 }
 
 // Weight rows [r0, r1), columns [k0, k0 + kc) as f32 panels of kNr rows, k-major:

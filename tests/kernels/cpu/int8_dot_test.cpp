@@ -204,6 +204,25 @@ TEST_P(Int8DotTest, GemmFromRows16IsBitwiseTheSame) {
 
 // A tied embedding gathers token rows from the rows16 copy once the row-major codes are
 // released: every row (the last block's too, rows not a multiple of 16) as the original's.
+// The load builds the rows16 copy into memory not zeroed first, in chunks of blocks on several
+// threads: whatever the chunks, every byte must come out as one call into zeroed memory gives.
+TEST_P(Int8DotTest, Rows16WritesEveryByteInAnyChunks) {
+  const Case c = GetParam();
+  Quantized qz(c);
+  qz.with_rows16();  // the reference: one call into zeroed buffers
+  const cpu::Rows16Bytes bytes = cpu::rows16_bytes(qz.w);
+  std::vector<uint8_t> codes(bytes.codes, 0xff), scales(bytes.side, 0xff), biases(bytes.side, 0xff);
+  const int64_t blocks = (c.rows + 15) / 16;
+  const int64_t split = blocks / 2;
+  cpu::interleave_rows16_blocks(qz.w, split, blocks, codes.data(), scales.data(), biases.data());
+  if (split > 0) {
+    cpu::interleave_rows16_blocks(qz.w, 0, split, codes.data(), scales.data(), biases.data());
+  }
+  EXPECT_EQ(codes, qz.codes16);
+  EXPECT_EQ(scales, qz.scales16);
+  EXPECT_EQ(biases, qz.biases16);
+}
+
 TEST_P(Int8DotTest, RowsGatheredFromRows16AreBitwiseTheSame) {
   const Case c = GetParam();
   Quantized qm(c);
