@@ -93,7 +93,11 @@ enum Mode : int {
   // shared-memory traffic, no read of freshly written bytes), or issue half the k16 slices
   // of each stage (half the wgmma operand reads and tensor work).
   kFixedSlot = 6,
-  kHalfWgmma = 7
+  kHalfWgmma = 7,
+  // ... or x is loaded on the ring's first pass only (its later stages arrive without bytes
+  // and the wgmmas read whatever x that slot held): no L2-to-shared x traffic beside the
+  // weights' stream (session 26).
+  kNoXLoad = 8
 };
 
 // Modes whose split tiles are not reduced (sums wrong where a tile is split).
@@ -419,7 +423,9 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const __grid_constan
           }
           if (x_role) fence_proxy_async();  // the previous phase's stores, for the TMA read
         }
-        if (x_role) {
+        if (x_role && kMode == kNoXLoad && pass > 0) {
+          mbar_arrive(&full[slot]);
+        } else if (x_role) {
           mbar_expect_tx(&full[slot], kXBytes);
           tma_load(tokens(slot), &p.x[c.q], &full[slot], c.kb * kKStep, 0, policy);
         } else {
@@ -800,9 +806,9 @@ void run() {
   // wgmmas in a path it cannot prove warpgroup-uniform, C7518).
   const auto kernels =
       kernel_table(std::integer_sequence<int, kEarlyW, kLateW, kNoBarrier, kNoSplit, kStreamOnly,
-                                         kComputeOnly, kFixedSlot, kHalfWgmma>());
+                                         kComputeOnly, kFixedSlot, kHalfWgmma, kNoXLoad>());
   auto kernel_for = [&](int mode) { return kernels[mode][prm.wide]; };
-  for (int mode = kEarlyW; mode <= kHalfWgmma; ++mode) {
+  for (int mode = kEarlyW; mode <= kNoXLoad; ++mode) {
     CK(cudaFuncSetAttribute(kernel_for(mode), cudaFuncAttributeMaxDynamicSharedMemorySize,
                             static_cast<int>(kSmem)));
   }
@@ -830,14 +836,15 @@ void run() {
     cfg.numAttrs = std::getenv("LAB_NO_COOP") != nullptr ? 0 : 1;
     CK(cudaLaunchKernelEx(&cfg, kernel_for(mode), prm));
   };
-  const char* names[8] = {"chain_kernel early_w",
+  const char* names[9] = {"chain_kernel early_w",
                           "chain_kernel late_w",
                           "chain_kernel no_barrier (races)",
                           "chain_kernel no_barrier, no split (wrong sums)",
                           "chain_kernel loads alone (no wgmma)",
                           "chain_kernel wgmmas alone (no loads)",
                           "chain_kernel no split, wgmmas read stage 0 (wrong sums)",
-                          "chain_kernel no split, half the k16 slices (wrong sums)"};
+                          "chain_kernel no split, half the k16 slices (wrong sums)",
+                          "chain_kernel no split, x loaded on the ring's first pass only (wrong sums)"};
   // Per phase kind (layers 1..7): the phase's span = its last block's end - the previous
   // phase's last end; the spread = its last block's end - its first block's end.
   auto phase_profile = [&](int mode) {
@@ -885,7 +892,7 @@ void run() {
     return;
   }
   for (int mode : {kEarlyW, kLateW, kNoBarrier, kNoSplit, kStreamOnly, kComputeOnly, kFixedSlot,
-                   kHalfWgmma, kEarlyW}) {
+                   kHalfWgmma, kNoXLoad, kEarlyW}) {
     try {
       if (mode < kNoBarrier) {
         // Check every phase against cuBLASLt on that phase's own input.
