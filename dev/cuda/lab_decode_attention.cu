@@ -562,6 +562,10 @@ __global__ void ref_output_kernel(PagedAttentionArgs a, const float* scores, int
 // ---------------------------------------------------------------------------------------
 // A read-only floor: reads exactly the K/V rows decode attention needs (one block per
 // (sequence, KV head), 16 B per lane, 8 loads in flight) and reduces them to one word.
+// kHeadMajor: the same bytes as if the cache were laid out [block][kv_head][block_size]
+// [head_dim] (one head's page contiguous, 4 KB at head_dim 128 and 16-token blocks) instead of
+// [slot][kv_head][head_dim] (16 rows of 256 B, 2 KB apart): what that layout would give.
+template <bool kHeadMajor>
 __global__ void gather_floor_kernel(PagedAttentionArgs a, uint32_t* sink) {
   int seq = blockIdx.x;
   int kvh = blockIdx.y;
@@ -581,10 +585,12 @@ __global__ void gather_floor_kernel(PagedAttentionArgs a, uint32_t* sink) {
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         int j = j0 + u * rows_per_pass;
-        int64_t slot = j < kv_len ? static_cast<int64_t>(table[j / a.block_size]) * a.block_size +
-                                        j % a.block_size
-                                  : 0;
-        int64_t off = (slot * a.kv_heads + kvh) * a.head_dim + col;
+        const int64_t block = j < kv_len ? table[j / a.block_size] : 0;
+        const int64_t in_block = j < kv_len ? j % a.block_size : 0;
+        const int64_t off =
+            kHeadMajor
+                ? ((block * a.kv_heads + kvh) * a.block_size + in_block) * a.head_dim + col
+                : ((block * a.block_size + in_block) * a.kv_heads + kvh) * a.head_dim + col;
         r[2 * u] = j < kv_len ? __ldg(reinterpret_cast<const uint4*>(a.k_cache + off))
                               : make_uint4(0, 0, 0, 0);
         r[2 * u + 1] = j < kv_len ? __ldg(reinterpret_cast<const uint4*>(a.v_cache + off))
@@ -940,23 +946,30 @@ void run() {
     {
       int z = std::max(
           1, std::min(4 * sms / (static_cast<int>(c.q_lens.size()) * c.kv_heads), s.max_kv / 64));
-      auto gather = [&](int i) {
-        PagedAttentionArgs ai = make_args(s, pool, i % rotations, 1);
-        gather_floor_kernel<<<dim3(ai.seqs, ai.kv_heads, z), 256, 0, stream>>>(ai, sink);
-      };
-      report("gather floor", z, median_ms(stream, gather, 30));
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      for (int i = 0; i < 16; ++i) gather(i);
-      CK(cudaStreamEndCapture(stream, &graph));
-      CK(cudaGraphInstantiate(&exec, graph, 0));
-      double ms = median_ms(
-                      stream, [&](int) { CK(cudaGraphLaunch(exec, stream)); }, 10) /
-                  16;
-      CK(cudaGraphExecDestroy(exec));
-      CK(cudaGraphDestroy(graph));
-      report("gather floor graph", z, ms);
+      for (const bool head_major : {false, true}) {
+        auto gather = [&](int i) {
+          PagedAttentionArgs ai = make_args(s, pool, i % rotations, 1);
+          if (head_major) {
+            gather_floor_kernel<true><<<dim3(ai.seqs, ai.kv_heads, z), 256, 0, stream>>>(ai, sink);
+          } else {
+            gather_floor_kernel<false><<<dim3(ai.seqs, ai.kv_heads, z), 256, 0, stream>>>(ai, sink);
+          }
+        };
+        report(head_major ? "gather floor head-major" : "gather floor", z,
+               median_ms(stream, gather, 30));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < 16; ++i) gather(i);
+        CK(cudaStreamEndCapture(stream, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        double ms = median_ms(
+                        stream, [&](int) { CK(cudaGraphLaunch(exec, stream)); }, 10) /
+                    16;
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
+        report(head_major ? "gather head-major graph" : "gather floor graph", z, ms);
+      }
     }
     // Per call: event-timed single launches, and replays of a graph of 16 calls (what a
     // decode step's graph sees: launch gaps of ~1 us instead of the host's).
