@@ -836,15 +836,16 @@ void run() {
     cfg.numAttrs = std::getenv("LAB_NO_COOP") != nullptr ? 0 : 1;
     CK(cudaLaunchKernelEx(&cfg, kernel_for(mode), prm));
   };
-  const char* names[9] = {"chain_kernel early_w",
-                          "chain_kernel late_w",
-                          "chain_kernel no_barrier (races)",
-                          "chain_kernel no_barrier, no split (wrong sums)",
-                          "chain_kernel loads alone (no wgmma)",
-                          "chain_kernel wgmmas alone (no loads)",
-                          "chain_kernel no split, wgmmas read stage 0 (wrong sums)",
-                          "chain_kernel no split, half the k16 slices (wrong sums)",
-                          "chain_kernel no split, x loaded on the ring's first pass only (wrong sums)"};
+  const char* names[9] = {
+      "chain_kernel early_w",
+      "chain_kernel late_w",
+      "chain_kernel no_barrier (races)",
+      "chain_kernel no_barrier, no split (wrong sums)",
+      "chain_kernel loads alone (no wgmma)",
+      "chain_kernel wgmmas alone (no loads)",
+      "chain_kernel no split, wgmmas read stage 0 (wrong sums)",
+      "chain_kernel no split, half the k16 slices (wrong sums)",
+      "chain_kernel no split, x loaded on the ring's first pass only (wrong sums)"};
   // Per phase kind (layers 1..7): the phase's span = its last block's end - the previous
   // phase's last end; the spread = its last block's end - its first block's end.
   auto phase_profile = [&](int mode) {

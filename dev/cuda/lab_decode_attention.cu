@@ -588,9 +588,8 @@ __global__ void gather_floor_kernel(PagedAttentionArgs a, uint32_t* sink) {
         const int64_t block = j < kv_len ? table[j / a.block_size] : 0;
         const int64_t in_block = j < kv_len ? j % a.block_size : 0;
         const int64_t off =
-            kHeadMajor
-                ? ((block * a.kv_heads + kvh) * a.block_size + in_block) * a.head_dim + col
-                : ((block * a.block_size + in_block) * a.kv_heads + kvh) * a.head_dim + col;
+            kHeadMajor ? ((block * a.kv_heads + kvh) * a.block_size + in_block) * a.head_dim + col
+                       : ((block * a.block_size + in_block) * a.kv_heads + kvh) * a.head_dim + col;
         r[2 * u] = j < kv_len ? __ldg(reinterpret_cast<const uint4*>(a.k_cache + off))
                               : make_uint4(0, 0, 0, 0);
         r[2 * u + 1] = j < kv_len ? __ldg(reinterpret_cast<const uint4*>(a.v_cache + off))
