@@ -14,9 +14,9 @@ namespace hearth::kernels::cpu {
 // Tuning: batches of at most this many rows use the mat-vec kernel (weights streamed
 // once, all rows against each weight row); larger ones run, in AVX-512 builds, hearth's
 // cache-blocked GEMM (float weights; CpuContext::hearth_prefill_gemm) or, quantized and where
-// OpenBLAS has no AVX2 kernels for this CPU, hearth's micro-kernel over weight tiles
-// dequantized to f32 panels; otherwise they dequantize weight tiles to f32 and run OpenBLAS
-// sgemm.
+// OpenBLAS has no AVX2 kernels for this CPU (CpuContext::hearth_quantized_prefill), hearth's
+// micro-kernel over weight tiles dequantized to f32 panels, in chunks of at most 128 rows;
+// otherwise they dequantize weight tiles to f32 and run OpenBLAS sgemm.
 inline constexpr int64_t kMatVecMaxRows = 4;
 
 // What linear() uses for batches over kMatVecMaxRows rows on this machine.

@@ -74,7 +74,10 @@ CpuContext::CpuContext(int threads) : pool(threads) {
     blas_has_avx2_kernels = blas_has_avx2_kernels || blas_core == fast;
   }
   const char* gemm = std::getenv("HEARTH_CPU_PREFILL_GEMM");
-  hearth_prefill_gemm = gemm == nullptr || std::strcmp(gemm, "blas") != 0;
+  const bool blas = gemm != nullptr && std::strcmp(gemm, "blas") == 0;
+  const bool hearth = gemm != nullptr && std::strcmp(gemm, "hearth") == 0;
+  hearth_prefill_gemm = !blas;
+  hearth_quantized_prefill = hearth || (!blas && !blas_has_avx2_kernels);
 }
 
 ThreadPool::ThreadPool(int threads) {

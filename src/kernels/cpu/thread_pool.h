@@ -64,9 +64,11 @@ struct CpuContext {
   // Float weights' prefill (5+ rows) runs hearth's cache-blocked AVX-512 GEMM (AVX-512 builds)
   // instead of OpenBLAS sgemm: faster than OpenBLAS's SkylakeX kernels on both CPUs measured
   // (benchmarks/RESULTS.md, S25-R4). HEARTH_CPU_PREFILL_GEMM=blas is the A/B switch back.
-  // Quantized weights off the int8 path keep the rule above (OpenBLAS where it has AVX2
-  // kernels).
   bool hearth_prefill_gemm = true;
+  // Quantized weights off the int8 path: hearth's dequantized-panel kernels where OpenBLAS has
+  // no AVX2 kernels for the CPU, else OpenBLAS sgemm over dequantized tiles;
+  // HEARTH_CPU_PREFILL_GEMM=hearth forces hearth's (the A/B switch), =blas OpenBLAS's.
+  bool hearth_quantized_prefill = false;
   // Quantized weights multiply int8-quantized activations with integer dot products
   // (int8_dot.h) where the CPU has them; off: f32 activations against dequantized weights.
   bool int8_dot = false;
