@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dev/cuda/fill.cuh"
 #include "kernels/cuda/device_context.h"
 
 namespace hearth::cuda::dev {
@@ -107,6 +108,32 @@ constexpr WeightShape kLlama8bShapes[] = {{"qkv", 6144, 4096},
                                           {"gate_up", 28672, 4096},
                                           {"down", 4096, 14336},
                                           {"lm_head", 128256, 4096}};
+
+// kLayers layers of the 8B's four layer weights (kLlama8bShapes[0..3]: qkv, o, gate_up, down),
+// each a distinct random copy (seed 300 + 4 * layer + shape), for layer chains that must read
+// every weight from DRAM; freed with the object.
+struct LayerWeights {
+  static constexpr int kLayers = 8;
+  std::vector<__nv_bfloat16*> w = std::vector<__nv_bfloat16*>(4 * kLayers, nullptr);
+  size_t layer_bytes = 0;  // the four weights of one layer
+  explicit LayerWeights(cudaStream_t st) {
+    for (int i = 0; i < 4; ++i)
+      layer_bytes += size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k * 2;
+    for (int l = 0; l < kLayers; ++l) {
+      for (int i = 0; i < 4; ++i) {
+        const size_t n = size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k;
+        CK(cudaMalloc(&w[l * 4 + i], n * 2));
+        CK(fill_random_bf16(w[l * 4 + i], n, 300 + l * 4 + i, 0.05f, st));
+      }
+    }
+  }
+  ~LayerWeights() {
+    for (__nv_bfloat16* p : w) cudaFree(p);
+  }
+  LayerWeights(const LayerWeights&) = delete;
+  LayerWeights& operator=(const LayerWeights&) = delete;
+  const __nv_bfloat16* at(int layer, int shape) const { return w[layer * 4 + shape]; }
+};
 
 // fn(shape) for each of kLlama8bShapes, or LAB_ONLY=<name>'s alone; a shape that throws is
 // reported and the next one runs.

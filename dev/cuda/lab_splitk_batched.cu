@@ -248,17 +248,9 @@ Best sweep(DeviceContext& ctx, const WeightShape& s, int m, double copy_bw) {
 void layer_chain(DeviceContext& ctx, int m, double copy_bw,
                  const std::map<std::string, Best>& best) {
   cudaStream_t st = ctx.stream();
-  constexpr int kLayers = 8;
-  std::vector<Bf16*> w(4 * kLayers);
-  size_t layer_bytes = 0;
-  for (int i = 0; i < 4; ++i) layer_bytes += size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k * 2;
-  for (int l = 0; l < kLayers; ++l) {
-    for (int i = 0; i < 4; ++i) {
-      const size_t n = size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k;
-      CK(cudaMalloc(&w[l * 4 + i], n * 2));
-      CK(fill_random_bf16(w[l * 4 + i], n, 300 + l * 4 + i, 0.05f, st));
-    }
-  }
+  constexpr int kLayers = LayerWeights::kLayers;
+  const LayerWeights weights(st);
+  const size_t layer_bytes = weights.layer_bytes;
   Bf16* x = nullptr;
   Bf16* y = nullptr;
   Bf16* out = nullptr;
@@ -286,11 +278,11 @@ void layer_chain(DeviceContext& ctx, int m, double copy_bw,
         const int n = kLlama8bShapes[i].n;
         const int k = kLlama8bShapes[i].k;
         if (split && plans[i] != nullptr) {
-          plans[i]->run(ctx, cands[i], x, w[l * 4 + i], parts);
+          plans[i]->run(ctx, cands[i], x, weights.at(l, i), parts);
           CK(sum_partials(parts, plans[i]->slices, int64_t(m) * n, m, n, out, st));
         } else {
           const GemmShape g{m, n, k, k, k, n, GemmOut::kBf16, false};
-          CK(gemm.run(g, x, w[l * 4 + i], y));
+          CK(gemm.run(g, x, weights.at(l, i), y));
           CK(copy_rows(y, m, n, out, st));
         }
       }
@@ -304,7 +296,6 @@ void layer_chain(DeviceContext& ctx, int m, double copy_bw,
         "  chain m=%d round %d: base %6.1f us a layer (%5.1f%%) | split %6.1f (%5.1f%%) %.3fx\n", m,
         round, b, pct(b), sp, pct(sp), b / sp);
   }
-  for (Bf16* p : w) CK(cudaFree(p));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(out),
                   static_cast<void*>(parts)}) {
     CK(cudaFree(p));

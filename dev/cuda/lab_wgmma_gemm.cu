@@ -264,17 +264,9 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
                  const BestCandidates& best) {
   cudaStream_t st = ctx.stream();
   const int sm = ctx.properties().multiProcessorCount;
-  constexpr int kLayers = 8;
-  std::vector<Bf16*> w(4 * kLayers);
-  size_t layer_bytes = 0;
-  for (int i = 0; i < 4; ++i) layer_bytes += size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k * 2;
-  for (int l = 0; l < kLayers; ++l) {
-    for (int i = 0; i < 4; ++i) {
-      const size_t n = size_t(kLlama8bShapes[i].n) * kLlama8bShapes[i].k;
-      CK(cudaMalloc(&w[l * 4 + i], n * 2));
-      CK(fill_random_bf16(w[l * 4 + i], n, 300 + l * 4 + i, 0.05f, st));
-    }
-  }
+  constexpr int kLayers = LayerWeights::kLayers;
+  const LayerWeights weights(st);
+  const size_t layer_bytes = weights.layer_bytes;
   Bf16* x = nullptr;
   Bf16* y = nullptr;
   CK(cudaMalloc(&x, size_t(kMaxRows) * 14336 * 2));
@@ -298,9 +290,9 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
               GemmShape g{m, n, k, k, k, n, GemmOut::kBf16, false};
               auto it = best.find({kLlama8bShapes[i].name, m});
               CK(gemm.choose(g, which == 1 && it != best.end() ? it->second : 0));
-              CK(gemm.run(g, x, w[l * 4 + i], y));
+              CK(gemm.run(g, x, weights.at(l, i), y));
             } else {
-              CK(wgmma_gemm(make_args(m, n, k, x, w[l * 4 + i], y, false, sm, pdl, 0, ws), st));
+              CK(wgmma_gemm(make_args(m, n, k, x, weights.at(l, i), y, false, sm, pdl, 0, ws), st));
             }
           }
         });
@@ -319,7 +311,6 @@ void layer_chain(DeviceContext& ctx, double copy_bw, const Workspace& ws,
     }
     std::fflush(stdout);
   }
-  for (Bf16* p : w) CK(cudaFree(p));
   CK(cudaFree(x));
   CK(cudaFree(y));
 }
