@@ -87,39 +87,43 @@ INSTANTIATE_TEST_SUITE_P(Sizes, LinearTest,
                                            // Over 1024 columns: partial column blocks add up.
                                            Case{37, 2112, 9}, Case{19, 2080, 35}));
 
-// Quantized prefill through hearth's dequantized panels (HEARTH_CPU_PREFILL_GEMM=hearth, or a
-// CPU whose OpenBLAS has no AVX2 kernels): past 128 rows the batch runs in chunks, and every
-// row must get the bits it gets in a call of its own chunk size (300 rows against three calls
-// of 100, which take the panel path whole) and stay within the reference's tolerance.
-TEST(LinearQuantizedPanel, ChunkedBatchesGiveEveryRowTheBitsOfOneCall) {
-  setenv("HEARTH_CPU_PREFILL_GEMM", "hearth", 1);
-  cpu::CpuContext ctx(2);
-  unsetenv("HEARTH_CPU_PREFILL_GEMM");
-  if (cpu::prefill_gemm_name(ctx).find("quantized off the int8 path: hearth's") ==
-      std::string::npos) {
-    GTEST_SKIP() << "no AVX-512 panel kernels in this build: " << cpu::prefill_gemm_name(ctx);
-  }
-  const int64_t rows = 45, cols = 1024, m = 300;
-  auto w = random_vec(rows * cols, 3);
-  auto x = random_vec(m * cols, 4);
-  for (int bits : {4, 8}) {
-    auto q = quantize_affine(w.data(), rows, cols, QuantSpec{bits, 64});
-    ASSERT_TRUE(q.ok());
-    WeightMatrix qm{DType::kU32, rows, cols, q->packed.data()};
-    qm.bits = bits;
-    qm.group_size = 64;
-    qm.scale_dtype = DType::kF32;
-    qm.scales = q->scales.data();
-    qm.biases = q->biases.data();
-    std::vector<float> all(static_cast<std::size_t>(m * rows)), parts(all.size()), want(all.size());
-    cpu::linear(ctx, qm, x.data(), m, all.data());
-    for (int64_t i0 = 0; i0 < m; i0 += 100) {
-      cpu::linear(ctx, qm, x.data() + i0 * cols, 100, parts.data() + i0 * rows);
+// Quantized prefill off the int8 path in AVX-512 builds: the default GEMM (weights dequantized
+// as they are packed) and the panels (HEARTH_CPU_PREFILL_GEMM=panels, which run past 128 rows
+// in chunks). Both sum a row from its own activations alone, so every row of a 300-row call
+// gets the bits it gets in a call of 100 (three calls), and stays within the reference.
+TEST(LinearQuantizedPrefill, EveryRowGetsTheBitsOfASmallerCall) {
+  for (const char* route : {"default", "panels"}) {
+    if (std::string(route) == "panels") setenv("HEARTH_CPU_PREFILL_GEMM", "panels", 1);
+    cpu::CpuContext ctx(2);
+    unsetenv("HEARTH_CPU_PREFILL_GEMM");
+    const std::string name = cpu::prefill_gemm_name(ctx);
+    if (name.find("quantized off the int8 path: hearth") == std::string::npos) {
+      GTEST_SKIP() << "no AVX-512 prefill kernels in this build: " << name;
     }
-    ref::linear(qm, x.data(), m, want.data());
-    SCOPED_TRACE("bits " + std::to_string(bits));
-    ASSERT_EQ(all, parts);
-    expect_close(all, want, 2e-4);
+    SCOPED_TRACE(name);
+    const int64_t rows = 45, cols = 1024, m = 300;
+    auto w = random_vec(rows * cols, 3);
+    auto x = random_vec(m * cols, 4);
+    for (int bits : {4, 8}) {
+      auto q = quantize_affine(w.data(), rows, cols, QuantSpec{bits, 64});
+      ASSERT_TRUE(q.ok());
+      WeightMatrix qm{DType::kU32, rows, cols, q->packed.data()};
+      qm.bits = bits;
+      qm.group_size = 64;
+      qm.scale_dtype = DType::kF32;
+      qm.scales = q->scales.data();
+      qm.biases = q->biases.data();
+      std::vector<float> all(static_cast<std::size_t>(m * rows)), parts(all.size()),
+          want(all.size());
+      cpu::linear(ctx, qm, x.data(), m, all.data());
+      for (int64_t i0 = 0; i0 < m; i0 += 100) {
+        cpu::linear(ctx, qm, x.data() + i0 * cols, 100, parts.data() + i0 * rows);
+      }
+      ref::linear(qm, x.data(), m, want.data());
+      SCOPED_TRACE("bits " + std::to_string(bits));
+      ASSERT_EQ(all, parts);
+      expect_close(all, want, 2e-4);
+    }
   }
 }
 

@@ -35,6 +35,16 @@ bool dense_gemm_supported(const WeightMatrix& w) {
 #endif
 }
 
+bool dense_gemm_quantized_supported(const WeightMatrix& w) {
+#ifdef HEARTH_CPU_AVX512
+  return w.quantized() && (w.bits == 4 || w.bits == 8) && w.group_size % 16 == 0 &&
+         w.data != nullptr;
+#else
+  (void)w;
+  return false;
+#endif
+}
+
 #ifdef HEARTH_CPU_AVX512
 namespace {
 
@@ -106,8 +116,18 @@ void transpose16(__m512 r[16]) {
   }
 }
 
-// Columns [c, c + 16) of weight row r as f32, lanes past `count` zero.
+// Columns [c, c + 16) of weight row r as f32, lanes past `count` zero. Quantized (4/8-bit,
+// group size a multiple of 16, c a multiple of 16, all 16 lanes): s * q + b, as
+// dequant_rows_avx512 computes it.
 __m512 load_weight16(const WeightMatrix& w, int64_t r, int64_t c, __mmask16 mask) {
+  if (w.quantized()) {
+    const int64_t at = r * (w.cols / w.group_size) + c / w.group_size;
+    const __m512 sc = _mm512_set1_ps(read_scalar(w.scales, w.scale_dtype, at));
+    const __m512 bi = _mm512_set1_ps(read_scalar(w.biases, w.scale_dtype, at));
+    const uint8_t* q = static_cast<const uint8_t*>(w.data) + r * (w.cols * w.bits / 8);
+    const __m512 qf = w.bits == 8 ? load_q8x16(q + c) : load_q4x16(q + c / 2);
+    return _mm512_fmadd_ps(qf, sc, bi);
+  }
   if (w.dtype == DType::kF32) {
     return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(w.data) + r * w.cols + c);
   }
@@ -404,7 +424,7 @@ void interleave_panels16_blocks(const WeightMatrix& w, [[maybe_unused]] int64_t 
 bool dense_gemm([[maybe_unused]] CpuContext& ctx, const WeightMatrix& w,
                 [[maybe_unused]] const float* x, [[maybe_unused]] int64_t m,
                 [[maybe_unused]] float* y) {
-  if (!dense_gemm_supported(w)) return false;
+  if (!dense_gemm_supported(w) && !dense_gemm_quantized_supported(w)) return false;
 #ifdef HEARTH_CPU_AVX512
   const int64_t cols = w.cols;
   const int64_t n = w.rows;

@@ -20,7 +20,14 @@ inline constexpr int64_t kGemmMr = 14;
 // True when dense_gemm handles w: a float / bf16 / f16 matrix in an AVX-512 build.
 bool dense_gemm_supported(const WeightMatrix& w);
 
-// y[m, w.rows] = x[m, w.cols] · wᵀ. False (y untouched) when !dense_gemm_supported(w).
+// True when dense_gemm also takes w as a quantized matrix (4/8-bit MLX affine, group size a
+// multiple of 16, row-major codes present) in an AVX-512 build: its weight slices are
+// dequantized (s * q + b, f32) as they are packed, so a quantized prefill runs the float GEMM's
+// register tile.
+bool dense_gemm_quantized_supported(const WeightMatrix& w);
+
+// y[m, w.rows] = x[m, w.cols] · wᵀ. False (y untouched) when neither dense_gemm_supported(w)
+// nor dense_gemm_quantized_supported(w).
 bool dense_gemm(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, float* y);
 
 // Activation rows dense_gemm_rows takes.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/cpu/attention_avx512.h"
@@ -37,10 +38,10 @@ std::string prefill_gemm_name(const CpuContext& ctx) {
 #ifdef HEARTH_CPU_AVX512
   // Float weights first; quantized ones off the int8 path follow OpenBLAS's kernels.
   const std::string quantized =
-      !ctx.hearth_quantized_prefill ? blas
-      : ctx.blas_has_avx2_kernels
-          ? std::string("hearth's (HEARTH_CPU_PREFILL_GEMM=hearth)")
-          : "hearth's (OpenBLAS core " + ctx.blas_core + " has no AVX2 kernels)";
+      !ctx.hearth_quantized_prefill ? blas + " (HEARTH_CPU_PREFILL_GEMM=blas)"
+      : ctx.quantized_prefill_panels
+          ? std::string("hearth's dequantized panels (HEARTH_CPU_PREFILL_GEMM=panels)")
+          : std::string("hearth avx512 blocked GEMM, dequantized as packed");
   const std::string floats = ctx.hearth_prefill_gemm ? "hearth avx512 blocked GEMM"
                                                      : blas + " (HEARTH_CPU_PREFILL_GEMM=blas)";
   return floats + "; quantized off the int8 path: " + quantized;
@@ -264,11 +265,16 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
     });
     return true;
   }
-  // Quantized, 16+ rows. Each weight tile multiplies every activation row of xt's column block,
-  // which must stay in L2 across the tiles: past kPanelMaxRows rows it would not (1024 columns
-  // x 1024 rows is 4 MiB), and the 569M 8-bit model prefilled 1,024 tokens at 38.7 tok/s against
-  // 103.9 through OpenBLAS on the 2-core VM (session 26). So larger batches run in chunks of
-  // at most kPanelMaxRows rows, each at least 16: a row's sums depend only on its own
+  // Quantized, 16+ rows: the float GEMM, its weight slices dequantized as they are packed
+  // (session 26: the 569M 8-bit model on the 2-core VM prefilled 107-121 tok/s at 128 and 1,024
+  // tokens, against 78-84 for the panels below and 52-94 for OpenBLAS);
+  // HEARTH_CPU_PREFILL_GEMM=panels keeps the panels (the A/B baseline).
+  if (!ctx.quantized_prefill_panels && dense_gemm(ctx, w, x, m, y)) return true;
+  // Quantized, 16+ rows, the panels. Each weight tile multiplies every activation row of xt's
+  // column block, which must stay in L2 across the tiles: past kPanelMaxRows rows it would not
+  // (1024 columns x 1024 rows is 4 MiB), and the 569M 8-bit model prefilled 1,024 tokens at 38.7
+  // tok/s against 103.9 through OpenBLAS on the 2-core VM (session 26). So larger batches run in
+  // chunks of at most kPanelMaxRows rows, each at least 16: a row's sums depend only on its own
   // activations, so every row gets the bits of one call.
   constexpr int64_t kPanelMaxRows = 128;
   if (m > kPanelMaxRows) {

@@ -70,14 +70,11 @@ CpuContext::CpuContext(int threads) : pool(threads) {
   openblas_set_num_threads(1);
   const char* core = openblas_get_corename();
   blas_core = core != nullptr ? core : "";
-  for (const char* fast : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"}) {
-    blas_has_avx2_kernels = blas_has_avx2_kernels || blas_core == fast;
-  }
   const char* gemm = std::getenv("HEARTH_CPU_PREFILL_GEMM");
   const bool blas = gemm != nullptr && std::strcmp(gemm, "blas") == 0;
-  const bool hearth = gemm != nullptr && std::strcmp(gemm, "hearth") == 0;
   hearth_prefill_gemm = !blas;
-  hearth_quantized_prefill = hearth || (!blas && !blas_has_avx2_kernels);
+  hearth_quantized_prefill = !blas;
+  quantized_prefill_panels = gemm != nullptr && std::strcmp(gemm, "panels") == 0;
 }
 
 ThreadPool::ThreadPool(int threads) {

@@ -56,19 +56,21 @@ class ThreadPool {
 struct CpuContext {
   explicit CpuContext(int threads);
   ThreadPool pool;
-  // OpenBLAS's kernel family (openblas_get_corename). A CPU newer than the library knows
-  // gets its generic SSE3 "Prescott" kernels (Debian 12's 0.3.21 on Emerald Rapids): then
-  // prefill uses hearth's own AVX-512 kernels, which measure 1.5-2x faster than those.
+  // OpenBLAS's kernel family (openblas_get_corename; the levers line names it). A CPU newer
+  // than the library knows gets its generic SSE3 "Prescott" kernels (Debian 12's 0.3.21 on
+  // Emerald Rapids), 1.5-2x slower than hearth's own AVX-512 kernels.
   std::string blas_core;
-  bool blas_has_avx2_kernels = false;
   // Float weights' prefill (5+ rows) runs hearth's cache-blocked AVX-512 GEMM (AVX-512 builds)
   // instead of OpenBLAS sgemm: faster than OpenBLAS's SkylakeX kernels on both CPUs measured
   // (benchmarks/RESULTS.md, S25-R4). HEARTH_CPU_PREFILL_GEMM=blas is the A/B switch back.
   bool hearth_prefill_gemm = true;
-  // Quantized weights off the int8 path: hearth's dequantized-panel kernels where OpenBLAS has
-  // no AVX2 kernels for the CPU, else OpenBLAS sgemm over dequantized tiles;
-  // HEARTH_CPU_PREFILL_GEMM=hearth forces hearth's (the A/B switch), =blas OpenBLAS's.
-  bool hearth_quantized_prefill = false;
+  // Quantized weights off the int8 path (AVX-512 builds): the same GEMM, its weight slices
+  // dequantized as they are packed (faster than OpenBLAS and than the dequantized-panel
+  // kernels at 128-1,024 rows on the VM, session 26). HEARTH_CPU_PREFILL_GEMM=blas: OpenBLAS
+  // sgemm over dequantized tiles; =panels: the panel kernels (before session 26 the route
+  // where OpenBLAS has no AVX2 kernels).
+  bool hearth_quantized_prefill = true;
+  bool quantized_prefill_panels = false;
   // Quantized weights multiply int8-quantized activations with integer dot products
   // (int8_dot.h) where the CPU has them; off: f32 activations against dequantized weights.
   bool int8_dot = false;
