@@ -109,6 +109,27 @@ constexpr WeightShape kLlama8bShapes[] = {{"qkv", 6144, 4096},
                                           {"down", 4096, 14336},
                                           {"lm_head", 128256, 4096}};
 
+// Distinct random copies of one weight shape (seed 100 + n, scale 0.05), enough of them (at
+// least 2, over 256 MB in all) that calls rotating through copy(i) read every weight from DRAM
+// rather than the 60 MB L2; freed with the object.
+struct RotatedWeights {
+  size_t bytes;  // one copy
+  int copies;
+  int calls;                   // calls a timed graph: at least 8, every copy twice
+  __nv_bfloat16* w = nullptr;  // copy 0, the others after it
+  RotatedWeights(const WeightShape& s, cudaStream_t st)
+      : bytes(size_t(s.n) * s.k * 2),
+        copies(static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / bytes + 1))),
+        calls(std::max(8, 2 * copies)) {
+    CK(cudaMalloc(&w, bytes * copies));
+    CK(fill_random_bf16(w, size_t(s.n) * s.k * copies, 100 + s.n, 0.05f, st));
+  }
+  ~RotatedWeights() { cudaFree(w); }
+  RotatedWeights(const RotatedWeights&) = delete;
+  RotatedWeights& operator=(const RotatedWeights&) = delete;
+  __nv_bfloat16* copy(int i) const { return w + size_t(i % copies) * (bytes / 2); }
+};
+
 // kLayers layers of the 8B's four layer weights (kLlama8bShapes[0..3]: qkv, o, gate_up, down),
 // each a distinct random copy (seed 300 + 4 * layer + shape), for layer chains that must read
 // every weight from DRAM; freed with the object.

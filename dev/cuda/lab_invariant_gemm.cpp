@@ -55,28 +55,26 @@ std::vector<int> plan_rows_from_env() {
 
 void sweep(DeviceContext& ctx, const WeightShape& s, const std::vector<int>& plan_rows) {
   cudaStream_t st = ctx.stream();
-  const size_t wbytes = size_t(s.n) * s.k * 2;
-  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
-  const int calls = std::max(8, 2 * copies);
+  const RotatedWeights rw(s, st);
+  const size_t wbytes = rw.bytes;
+  const int copies = rw.copies;
+  const int calls = rw.calls;
   const size_t row_bytes = size_t(s.n) * 2;
-  Bf16* w = nullptr;
   Bf16* x = nullptr;
   Bf16* y_ref = nullptr;
   Bf16* y = nullptr;
-  CK(cudaMalloc(&w, wbytes * copies));
   CK(cudaMalloc(&x, size_t(kRows) * s.k * 2));
   CK(cudaMalloc(&y_ref, size_t(kRows) * row_bytes));
   CK(cudaMalloc(&y, size_t(kRows) * row_bytes));
-  CK(fill_random_bf16(w, size_t(s.n) * s.k * copies, 100 + s.n, 0.05f, st));
   CK(fill_random_bf16(x, size_t(kRows) * s.k, 7, 1.0f, st));
-  auto wcopy = [&](int i) { return w + size_t(i % copies) * s.n * s.k; };
+  Bf16* const w = rw.w;
   auto shape = [&](int m) { return GemmShape{m, s.n, s.k, s.k, s.k, s.n, GemmOut::kBf16, false}; };
   auto time_rows = [&](GemmBf16& gemm, int m) {
     CK(gemm.run(shape(m), x, w, y));  // plans and layouts before the capture
     CK(cudaStreamSynchronize(st));
     const int n_calls = m >= 1024 ? 2 : calls;
     return graph_us(
-        st, n_calls, [&](int i) { CK(gemm.run(shape(m), x, wcopy(i), y)); }, 7);
+        st, n_calls, [&](int i) { CK(gemm.run(shape(m), x, rw.copy(i), y)); }, 7);
   };
   std::printf("\n== %s %dx%d (%.1f MB bf16, %d copies)\n", s.name, s.n, s.k, wbytes / 1e6, copies);
 
@@ -183,7 +181,6 @@ void sweep(DeviceContext& ctx, const WeightShape& s, const std::vector<int>& pla
       }
     }
   }
-  cudaFree(w);
   cudaFree(x);
   cudaFree(y_ref);
   cudaFree(y);

@@ -166,25 +166,23 @@ struct Best {
 
 Best sweep(DeviceContext& ctx, const WeightShape& s, int m, double copy_bw) {
   cudaStream_t st = ctx.stream();
-  const size_t wbytes = size_t(s.n) * s.k * 2;
-  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
-  const int calls = std::max(8, 2 * copies);
+  const RotatedWeights rw(s, st);
+  const size_t wbytes = rw.bytes;
+  const int copies = rw.copies;
+  const int calls = rw.calls;
   constexpr int kMaxSlices = 16;
-  Bf16* w = nullptr;
   Bf16* x = nullptr;
   Bf16* y = nullptr;
   Bf16* out_ref = nullptr;
   Bf16* out = nullptr;
   float* parts = nullptr;
-  CK(cudaMalloc(&w, wbytes * copies));
   CK(cudaMalloc(&x, size_t(m) * s.k * 2));
   CK(cudaMalloc(&y, size_t(m) * s.n * 2));
   CK(cudaMalloc(&out_ref, size_t(m) * s.n * 2));
   CK(cudaMalloc(&out, size_t(m) * s.n * 2));
   CK(cudaMalloc(&parts, size_t(kMaxSlices) * m * s.n * 4));
-  CK(fill_random_bf16(w, size_t(s.n) * s.k * copies, 100 + s.n, 0.05f, st));
   CK(fill_random_bf16(x, size_t(m) * s.k, 7, 1.0f, st));
-  auto wcopy = [&](int i) { return w + size_t(i % copies) * s.n * s.k; };
+  Bf16* const w = rw.w;
   auto pct = [&](double us) { return 100.0 * wbytes / (us * 1e-6) / copy_bw; };
   GemmBf16Options cublas_only;
   cublas_only.wgmma = false;
@@ -197,9 +195,9 @@ Best sweep(DeviceContext& ctx, const WeightShape& s, int m, double copy_bw) {
   auto described = gemm.describe(g);
   std::printf("\n== %s %dx%d m=%d (%.1f MB, %d copies, %d calls a graph)\n", s.name, s.n, s.k, m,
               wbytes / 1e6, copies, calls);
-  const double gemm_only = graph_us(st, calls, [&](int i) { CK(gemm.run(g, x, wcopy(i), y)); });
+  const double gemm_only = graph_us(st, calls, [&](int i) { CK(gemm.run(g, x, rw.copy(i), y)); });
   const double base = graph_us(st, calls, [&](int i) {
-    CK(gemm.run(g, x, wcopy(i), y));
+    CK(gemm.run(g, x, rw.copy(i), y));
     CK(copy_rows(y, m, s.n, out, st));
   });
   std::printf("  base %-40s gemm %6.1f us (%5.1f%%)  + consumer %6.1f us (%5.1f%%)\n",
@@ -217,9 +215,9 @@ Best sweep(DeviceContext& ctx, const WeightShape& s, int m, double copy_bw) {
         CK(cudaStreamSynchronize(st));
         const double r = check_ratio(to_host_bf16(out, size_t(m) * s.n), ref, false);
         const double only =
-            graph_us(st, calls, [&](int i) { plan.run(ctx, cand, x, wcopy(i), parts); });
+            graph_us(st, calls, [&](int i) { plan.run(ctx, cand, x, rw.copy(i), parts); });
         const double us = graph_us(st, calls, [&](int i) {
-          plan.run(ctx, cand, x, wcopy(i), parts);
+          plan.run(ctx, cand, x, rw.copy(i), parts);
           CK(sum_partials(parts, slices, int64_t(m) * s.n, m, s.n, out, st));
         });
         std::printf(

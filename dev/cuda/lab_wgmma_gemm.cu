@@ -70,24 +70,22 @@ void shape_sweep(DeviceContext& ctx, const WeightShape& s, double copy_bw, const
                  bool checks, BestCandidates& best) {
   cudaStream_t st = ctx.stream();
   const int sm = ctx.properties().multiProcessorCount;
-  const size_t wbytes = size_t(s.n) * s.k * 2;
-  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{256} << 20) / wbytes + 1));
-  const int calls = std::max(8, 2 * copies);
-  Bf16* w = nullptr;
+  const RotatedWeights rw(s, st);
+  const size_t wbytes = rw.bytes;
+  const int copies = rw.copies;
+  const int calls = rw.calls;
   Bf16* x = nullptr;
   Bf16* y_ref = nullptr;
   Bf16* y = nullptr;
   float* yf_ref = nullptr;
   float* yf = nullptr;
-  CK(cudaMalloc(&w, wbytes * copies));
   CK(cudaMalloc(&x, size_t(kMaxRows) * s.k * 2));
   CK(cudaMalloc(&y_ref, size_t(kMaxRows) * s.n * 2));
   CK(cudaMalloc(&y, size_t(kMaxRows) * s.n * 2));
   CK(cudaMalloc(&yf_ref, size_t(kMaxRows) * s.n * 4));
   CK(cudaMalloc(&yf, size_t(kMaxRows) * s.n * 4));
-  CK(fill_random_bf16(w, size_t(s.n) * s.k * copies, 100 + s.n, 0.05f, st));
   CK(fill_random_bf16(x, size_t(kMaxRows) * s.k, 7, 1.0f, st));
-  auto wcopy = [&](int i) { return w + size_t(i % copies) * s.n * s.k; };
+  Bf16* const w = rw.w;
   GemmBf16Options cublas_only;
   cublas_only.wgmma = false;
   GemmBf16 gemm(ctx, cublas_only);
@@ -169,7 +167,7 @@ void shape_sweep(DeviceContext& ctx, const WeightShape& s, double copy_bw, const
     try {
       CK(gemm.run(g, x, w, y_ref));
       CK(cudaStreamSynchronize(st));
-      cublas_us = graph_us(st, calls, [&](int i) { CK(gemm.run(g, x, wcopy(i), y)); });
+      cublas_us = graph_us(st, calls, [&](int i) { CK(gemm.run(g, x, rw.copy(i), y)); });
     } catch (const std::exception& e) {
       std::printf("  m=%d cuBLASLt ERROR %s\n", m, e.what());
       continue;
@@ -191,7 +189,7 @@ void shape_sweep(DeviceContext& ctx, const WeightShape& s, double copy_bw, const
           CK(gemm.run(g, x, w, y));
           CK(cudaStreamSynchronize(st));
           const bool ok = check_ratio(to_host_bf16(y, count), ref, false) <= 1;
-          const double us = graph_us(st, calls, [&](int j) { CK(gemm.run(g, x, wcopy(j), y)); });
+          const double us = graph_us(st, calls, [&](int j) { CK(gemm.run(g, x, rw.copy(j), y)); });
           char buf[64];
           std::snprintf(buf, sizeof(buf), " | %d %.1f%s", i, us, ok ? "" : " FAIL");
           cands += buf;
@@ -235,7 +233,7 @@ void shape_sweep(DeviceContext& ctx, const WeightShape& s, double copy_bw, const
           const double r = check_ratio(to_host_bf16(y, count), ref, false);
           const double us = graph_us(st, calls, [&](int i) {
             WgmmaGemmArgs b = a;
-            b.w = wcopy(i);
+            b.w = rw.copy(i);
             CK(wgmma_gemm(b, st));
           });
           char buf[128];
@@ -251,7 +249,6 @@ void shape_sweep(DeviceContext& ctx, const WeightShape& s, double copy_bw, const
                 line.c_str());
     std::fflush(stdout);
   }
-  CK(cudaFree(w));
   CK(cudaFree(x));
   CK(cudaFree(y_ref));
   CK(cudaFree(y));

@@ -309,8 +309,8 @@ Status for_each_projection(LlamaWeights& weights, F&& fn) {
 
 // interleave(b0, b1) over the 16-row blocks of a rows-row matrix, kInterleaveLoadBlocks blocks
 // a chunk, each chunk's blocks split across pool's threads; after each chunk,
-// done(rows converted so far) (the caller drops those rows' file pages: no matrix is held
-// twice).
+// done(the chunk's first row, rows converted so far) (the caller drops those rows' file pages:
+// no matrix is held twice).
 template <typename Interleave, typename Done>
 void interleave_in_chunks(cpu::ThreadPool& pool, int64_t rows, Interleave&& interleave,
                           Done&& done) {

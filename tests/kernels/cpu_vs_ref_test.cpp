@@ -101,6 +101,8 @@ TEST(LinearQuantizedPrefill, EveryRowGetsTheBitsOfASmallerCall) {
       GTEST_SKIP() << "no AVX-512 prefill kernels in this build: " << name;
     }
     SCOPED_TRACE(name);
+    // The switch reaches the route: only `panels` names the panel kernels.
+    EXPECT_EQ(name.find("dequantized panels") != std::string::npos, std::string(route) == "panels");
     const int64_t rows = 45, cols = 1024, m = 300;
     auto w = random_vec(rows * cols, 3);
     auto x = random_vec(m * cols, 4);

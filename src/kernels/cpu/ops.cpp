@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "kernels/cpu/attention_avx512.h"
@@ -36,15 +35,14 @@ const char* simd_name() {
 std::string prefill_gemm_name(const CpuContext& ctx) {
   const std::string blas = "OpenBLAS sgemm (" + ctx.blas_core + ")";
 #ifdef HEARTH_CPU_AVX512
-  // Float weights first; quantized ones off the int8 path follow OpenBLAS's kernels.
-  const std::string quantized =
-      !ctx.hearth_quantized_prefill ? blas + " (HEARTH_CPU_PREFILL_GEMM=blas)"
-      : ctx.quantized_prefill_panels
-          ? std::string("hearth's dequantized panels (HEARTH_CPU_PREFILL_GEMM=panels)")
-          : std::string("hearth avx512 blocked GEMM, dequantized as packed");
-  const std::string floats = ctx.hearth_prefill_gemm ? "hearth avx512 blocked GEMM"
-                                                     : blas + " (HEARTH_CPU_PREFILL_GEMM=blas)";
-  return floats + "; quantized off the int8 path: " + quantized;
+  // Float weights, then quantized ones off the int8 path.
+  if (!ctx.hearth_prefill_gemm) {
+    return blas + " (HEARTH_CPU_PREFILL_GEMM=blas); quantized off the int8 path: the same";
+  }
+  return std::string("hearth avx512 blocked GEMM; quantized off the int8 path: ") +
+         (ctx.quantized_prefill_panels
+              ? "hearth's dequantized panels (HEARTH_CPU_PREFILL_GEMM=panels)"
+              : "hearth avx512 blocked GEMM, dequantized as packed");
 #else
   return blas;
 #endif
@@ -415,8 +413,7 @@ void linear(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m, f
   }
   if (ctx.bf16_dot && bf16_linear(ctx, w, x, m, y)) return;
 #ifdef HEARTH_CPU_AVX512
-  const bool hearth_gemm = w.quantized() ? ctx.hearth_quantized_prefill : ctx.hearth_prefill_gemm;
-  if (hearth_gemm && blocked_linear_avx512(ctx, w, x, m, y)) return;
+  if (ctx.hearth_prefill_gemm && blocked_linear_avx512(ctx, w, x, m, y)) return;
 #endif
   const int n = static_cast<int>(w.rows);
   const int k = static_cast<int>(w.cols);

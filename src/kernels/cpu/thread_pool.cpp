@@ -71,9 +71,7 @@ CpuContext::CpuContext(int threads) : pool(threads) {
   const char* core = openblas_get_corename();
   blas_core = core != nullptr ? core : "";
   const char* gemm = std::getenv("HEARTH_CPU_PREFILL_GEMM");
-  const bool blas = gemm != nullptr && std::strcmp(gemm, "blas") == 0;
-  hearth_prefill_gemm = !blas;
-  hearth_quantized_prefill = !blas;
+  hearth_prefill_gemm = gemm == nullptr || std::strcmp(gemm, "blas") != 0;
   quantized_prefill_panels = gemm != nullptr && std::strcmp(gemm, "panels") == 0;
 }
 

@@ -60,16 +60,15 @@ struct CpuContext {
   // than the library knows gets its generic SSE3 "Prescott" kernels (Debian 12's 0.3.21 on
   // Emerald Rapids), 1.5-2x slower than hearth's own AVX-512 kernels.
   std::string blas_core;
-  // Float weights' prefill (5+ rows) runs hearth's cache-blocked AVX-512 GEMM (AVX-512 builds)
-  // instead of OpenBLAS sgemm: faster than OpenBLAS's SkylakeX kernels on both CPUs measured
-  // (benchmarks/RESULTS.md, S25-R4). HEARTH_CPU_PREFILL_GEMM=blas is the A/B switch back.
+  // Prefill (5+ rows) runs hearth's cache-blocked AVX-512 GEMM (AVX-512 builds) instead of
+  // OpenBLAS sgemm: float weights (faster than OpenBLAS's SkylakeX kernels on both CPUs
+  // measured, benchmarks/RESULTS.md, S25-R4) and quantized ones off the int8 path, their weight
+  // slices dequantized as they are packed (faster than OpenBLAS and than the dequantized-panel
+  // kernels at 128-1,024 rows on the VM, session 26). HEARTH_CPU_PREFILL_GEMM=blas: OpenBLAS for
+  // both (quantized weights over dequantized tiles).
   bool hearth_prefill_gemm = true;
-  // Quantized weights off the int8 path (AVX-512 builds): the same GEMM, its weight slices
-  // dequantized as they are packed (faster than OpenBLAS and than the dequantized-panel
-  // kernels at 128-1,024 rows on the VM, session 26). HEARTH_CPU_PREFILL_GEMM=blas: OpenBLAS
-  // sgemm over dequantized tiles; =panels: the panel kernels (before session 26 the route
-  // where OpenBLAS has no AVX2 kernels).
-  bool hearth_quantized_prefill = true;
+  // HEARTH_CPU_PREFILL_GEMM=panels: quantized weights through the panel kernels instead (before
+  // session 26 the route where OpenBLAS has no AVX2 kernels), the A/B baseline.
   bool quantized_prefill_panels = false;
   // Quantized weights multiply int8-quantized activations with integer dot products
   // (int8_dot.h) where the CPU has them; off: f32 activations against dequantized weights.
