@@ -80,52 +80,52 @@ INSTANTIATE_TEST_SUITE_P(Sizes, LinearTest,
                          ::testing::Values(Case{769, 64, 1}, Case{5125, 96, 3}, Case{33, 769, 2},
                                            Case{65, 5120, 1}, Case{769, 128, 7}, Case{129, 512, 17},
                                            Case{257, 256, 4},
-                                           // Prefill batches (rows > 4): quantized tiles are
-                                           // dequantized into an f32 panel; odd row counts
+                                           // Prefill batches (rows > 4): quantized slices are
+                                           // dequantized as the GEMM packs them; odd row counts
                                            // leave partial weight and activation tiles.
                                            Case{769, 320, 33}, Case{45, 1024, 130}, Case{31, 96, 5},
                                            // Over 1024 columns: partial column blocks add up.
                                            Case{37, 2112, 9}, Case{19, 2080, 35}));
 
-// Quantized prefill off the int8 path in AVX-512 builds: the default GEMM (weights dequantized
-// as they are packed) and the panels (HEARTH_CPU_PREFILL_GEMM=panels, which run past 128 rows
-// in chunks). Both sum a row from its own activations alone, so every row of a 300-row call
+// Quantized prefill off the int8 path in AVX-512 builds: hearth's GEMM, weights dequantized as
+// they are packed. It sums a row from its own activations alone, so every row of a 300-row call
 // gets the bits it gets in a call of 100 (three calls), and stays within the reference.
 TEST(LinearQuantizedPrefill, EveryRowGetsTheBitsOfASmallerCall) {
-  for (const char* route : {"default", "panels"}) {
-    if (std::string(route) == "panels") setenv("HEARTH_CPU_PREFILL_GEMM", "panels", 1);
-    cpu::CpuContext ctx(2);
+  {
+    // HEARTH_CPU_PREFILL_GEMM=blas reaches its route (OpenBLAS for float and quantized weights).
+    setenv("HEARTH_CPU_PREFILL_GEMM", "blas", 1);
+    cpu::CpuContext blas(1);
     unsetenv("HEARTH_CPU_PREFILL_GEMM");
-    const std::string name = cpu::prefill_gemm_name(ctx);
-    if (name.find("quantized off the int8 path: hearth") == std::string::npos) {
-      GTEST_SKIP() << "no AVX-512 prefill kernels in this build: " << name;
+    EXPECT_EQ(cpu::prefill_gemm_name(blas).find("hearth"), std::string::npos)
+        << cpu::prefill_gemm_name(blas);
+  }
+  cpu::CpuContext ctx(2);
+  const std::string name = cpu::prefill_gemm_name(ctx);
+  if (name.find("quantized off the int8 path: hearth") == std::string::npos) {
+    GTEST_SKIP() << "no AVX-512 prefill kernels in this build: " << name;
+  }
+  SCOPED_TRACE(name);
+  const int64_t rows = 45, cols = 1024, m = 300;
+  auto w = random_vec(rows * cols, 3);
+  auto x = random_vec(m * cols, 4);
+  for (int bits : {4, 8}) {
+    auto q = quantize_affine(w.data(), rows, cols, QuantSpec{bits, 64});
+    ASSERT_TRUE(q.ok());
+    WeightMatrix qm{DType::kU32, rows, cols, q->packed.data()};
+    qm.bits = bits;
+    qm.group_size = 64;
+    qm.scale_dtype = DType::kF32;
+    qm.scales = q->scales.data();
+    qm.biases = q->biases.data();
+    std::vector<float> all(static_cast<std::size_t>(m * rows)), parts(all.size()), want(all.size());
+    cpu::linear(ctx, qm, x.data(), m, all.data());
+    for (int64_t i0 = 0; i0 < m; i0 += 100) {
+      cpu::linear(ctx, qm, x.data() + i0 * cols, 100, parts.data() + i0 * rows);
     }
-    SCOPED_TRACE(name);
-    // The switch reaches the route: only `panels` names the panel kernels.
-    EXPECT_EQ(name.find("dequantized panels") != std::string::npos, std::string(route) == "panels");
-    const int64_t rows = 45, cols = 1024, m = 300;
-    auto w = random_vec(rows * cols, 3);
-    auto x = random_vec(m * cols, 4);
-    for (int bits : {4, 8}) {
-      auto q = quantize_affine(w.data(), rows, cols, QuantSpec{bits, 64});
-      ASSERT_TRUE(q.ok());
-      WeightMatrix qm{DType::kU32, rows, cols, q->packed.data()};
-      qm.bits = bits;
-      qm.group_size = 64;
-      qm.scale_dtype = DType::kF32;
-      qm.scales = q->scales.data();
-      qm.biases = q->biases.data();
-      std::vector<float> all(static_cast<std::size_t>(m * rows)), parts(all.size()),
-          want(all.size());
-      cpu::linear(ctx, qm, x.data(), m, all.data());
-      for (int64_t i0 = 0; i0 < m; i0 += 100) {
-        cpu::linear(ctx, qm, x.data() + i0 * cols, 100, parts.data() + i0 * rows);
-      }
-      ref::linear(qm, x.data(), m, want.data());
-      SCOPED_TRACE("bits " + std::to_string(bits));
-      ASSERT_EQ(all, parts);
-      expect_close(all, want, 2e-4);
-    }
+    ref::linear(qm, x.data(), m, want.data());
+    SCOPED_TRACE("bits " + std::to_string(bits));
+    ASSERT_EQ(all, parts);
+    expect_close(all, want, 2e-4);
   }
 }
 

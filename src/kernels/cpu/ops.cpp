@@ -16,7 +16,6 @@
 #include "kernels/cpu/gemm_dense.h"
 #include "kernels/cpu/int8_dot.h"
 #include "kernels/cpu/matvec_rows.h"
-#include "kernels/cpu/prefill_tile.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -39,10 +38,8 @@ std::string prefill_gemm_name(const CpuContext& ctx) {
   if (!ctx.hearth_prefill_gemm) {
     return blas + " (HEARTH_CPU_PREFILL_GEMM=blas); quantized off the int8 path: the same";
   }
-  return std::string("hearth avx512 blocked GEMM; quantized off the int8 path: ") +
-         (ctx.quantized_prefill_panels
-              ? "hearth's dequantized panels (HEARTH_CPU_PREFILL_GEMM=panels)"
-              : "hearth avx512 blocked GEMM, dequantized as packed");
+  return "hearth avx512 blocked GEMM; quantized off the int8 path: hearth avx512 blocked GEMM, "
+         "dequantized as packed";
 #else
   return blas;
 #endif
@@ -209,19 +206,18 @@ std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t 
 // go to the cache-blocked GEMM of gemm_dense.h, under 16 rows (batch-invariant) to its
 // unpacked form dense_gemm_rows, in the same order; otherwise (quantized weights, or float
 // ones under 16 rows by default) weight rows in tiles of kBlockRows run against the
-// activations four rows at a time with 4 x 4 dot-product register tiles. A quantized tile is first
-// dequantized once into an f32 panel (per thread, [kBlockRows, cols]) and multiplied with the
-// broadcast micro-kernel of prefill_tile.h against the transposed activations, 32 rows at a time:
-// dequantization is paid once per tile. False when the format has no kernel.
+// activations four rows at a time with 4 x 4 dot-product register tiles (a quantized tile first
+// dequantized once into an f32 panel, per thread); quantized weights with 16+ rows, outside
+// batch invariance, run the same cache-blocked GEMM, their slices dequantized as it packs them.
+// False when the format has no kernel.
 bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m,
                            float* y) {
   constexpr int64_t kBlockRows = 32;
-  constexpr int64_t kBlockCols = 1024;
-  constexpr int64_t kPanelMinRows = 16;
+  constexpr int64_t kGemmMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
   // Dense weights, 16+ rows: the cache-blocked GEMM of gemm_dense.h. Batch-invariant: at
   // every row count its order, fewer rows through dense_gemm_rows (the same sums, no packing).
-  if (!w.quantized() && m >= kPanelMinRows) return dense_gemm(ctx, w, x, m, y);
+  if (!w.quantized() && m >= kGemmMinRows) return dense_gemm(ctx, w, x, m, y);
   if (!w.quantized() && ctx.batch_invariant) {
     for (int64_t i0 = 0; i0 < m; i0 += kDenseRowsMax) {
       if (!dense_gemm_rows(ctx, w, x + i0 * w.cols, std::min(kDenseRowsMax, m - i0),
@@ -233,7 +229,7 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
   }
   // Quantized, batch-invariant: the dot-product tiles at every row count (a row's sums then do
   // not depend on the rows beside it).
-  if (m < kPanelMinRows || ctx.batch_invariant) {
+  if (m < kGemmMinRows || ctx.batch_invariant) {
     // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
     // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
     ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
@@ -263,65 +259,12 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
     });
     return true;
   }
-  // Quantized, 16+ rows: the float GEMM, its weight slices dequantized as they are packed
-  // (session 26: the 569M 8-bit model on the 2-core VM prefilled 107-121 tok/s at 128 and 1,024
-  // tokens, against 78-84 for the panels below and 52-94 for OpenBLAS);
-  // HEARTH_CPU_PREFILL_GEMM=panels keeps the panels (the A/B baseline).
-  if (!ctx.quantized_prefill_panels && dense_gemm(ctx, w, x, m, y)) return true;
-  // Quantized, 16+ rows, the panels. Each weight tile multiplies every activation row of xt's
-  // column block, which must stay in L2 across the tiles: past kPanelMaxRows rows it would not
-  // (1024 columns x 1024 rows is 4 MiB), and the 569M 8-bit model prefilled 1,024 tokens at 38.7
-  // tok/s against 103.9 through OpenBLAS on the 2-core VM (session 26). So larger batches run in
-  // chunks of at most kPanelMaxRows rows, each at least 16: a row's sums depend only on its own
-  // activations, so every row gets the bits of one call.
-  constexpr int64_t kPanelMaxRows = 128;
-  if (m > kPanelMaxRows) {
-    const int64_t chunks = (m + kPanelMaxRows - 1) / kPanelMaxRows;
-    const int64_t per = (m + chunks - 1) / chunks;  // the last chunk keeps >= 64 rows
-    for (int64_t i0 = 0; i0 < m; i0 += per) {
-      if (!blocked_linear_avx512(ctx, w, x + i0 * w.cols, std::min(per, m - i0), y + i0 * w.rows)) {
-        return false;
-      }
-    }
-    return true;
-  }
-  // xt: [cols, mp] activations transposed, rows padded with zeros to whole micro-tiles.
-  const int64_t mp = (m + kPanelActRows - 1) / kPanelActRows * kPanelActRows;
-  std::vector<float> xt(static_cast<std::size_t>(w.cols * mp), 0.0f);
-  ctx.pool.parallel_for(w.cols, 64, [&](int64_t k0, int64_t k1) {
-    // 32 activation rows at a time: 32 sequential read streams, contiguous writes.
-    for (int64_t i0 = 0; i0 < m; i0 += kPanelActRows) {
-      const int64_t i1 = std::min(m, i0 + kPanelActRows);
-      for (int64_t k = k0; k < k1; ++k) {
-        for (int64_t i = i0; i < i1; ++i) xt[k * mp + i] = x[i * w.cols + k];
-      }
-    }
-  });
-  // Columns in blocks of kBlockCols (whole groups), the outer loop, so a block of xt
-  // ([kBlockCols, mp], 512 KiB at mp = 128) stays in L2 across every weight tile; partial
-  // sums add into y.
-  const int64_t block_cols =
-      std::max<int64_t>(w.group_size, kBlockCols / w.group_size * w.group_size);
-  ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
-    thread_local std::vector<float> panel;  // [kBlockRows, block_cols], reused across calls
-    panel.resize(static_cast<std::size_t>(kBlockRows * block_cols));
-    for (int64_t c0 = 0; c0 < w.cols; c0 += block_cols) {
-      const int64_t c1 = std::min(w.cols, c0 + block_cols);
-      for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
-        const int64_t r1 = std::min(b, r0 + kBlockRows);
-        if (w.bits == 8) {
-          dequant_rows_avx512<8>(w, r0, r1, c0, c1, panel.data());
-        } else {
-          dequant_rows_avx512<4>(w, r0, r1, c0, c1, panel.data());
-        }
-        for (int64_t i0 = 0; i0 < m; i0 += kPanelActRows) {
-          panel_rows_avx512(panel.data(), r1 - r0, c1 - c0, xt.data() + c0 * mp + i0, mp,
-                            std::min(kPanelActRows, m - i0), c0 > 0, y + i0 * w.rows + r0, w.rows);
-        }
-      }
-    }
-  });
-  return true;
+  // Quantized, 16+ rows: the float GEMM, its weight slices dequantized as they are packed.
+  // It replaced dequantized f32 panels multiplied by a broadcast micro-kernel (1.26-1.75x them
+  // on issue 4's host, 8-bit at 2 threads and 128 rows a tie, and 1.20-1.75x on the VM, at
+  // 128-1,024 rows, sessions 26-27) and OpenBLAS over dequantized tiles (4.5-6.1x on issue 4's
+  // host, 1.30-2.73x on the VM).
+  return dense_gemm(ctx, w, x, m, y);
 }
 #endif
 

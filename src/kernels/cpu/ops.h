@@ -14,10 +14,8 @@ namespace hearth::kernels::cpu {
 // Tuning: batches of at most this many rows use the mat-vec kernel (weights streamed
 // once, all rows against each weight row); larger ones run, in AVX-512 builds, hearth's
 // cache-blocked GEMM (float weights, and quantized ones dequantized as its weight slices are
-// packed; CpuContext::hearth_prefill_gemm), or, for quantized
-// weights with HEARTH_CPU_PREFILL_GEMM=panels, hearth's micro-kernel over weight tiles
-// dequantized to f32 panels, in chunks of at most 128 rows; otherwise (no AVX-512, or =blas)
-// they dequantize weight tiles to f32 and run OpenBLAS sgemm.
+// packed; CpuContext::hearth_prefill_gemm); otherwise (no AVX-512, or
+// HEARTH_CPU_PREFILL_GEMM=blas) they dequantize weight tiles to f32 and run OpenBLAS sgemm.
 inline constexpr int64_t kMatVecMaxRows = 4;
 
 // What linear() uses for batches over kMatVecMaxRows rows on this machine.

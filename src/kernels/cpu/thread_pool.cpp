@@ -72,7 +72,6 @@ CpuContext::CpuContext(int threads) : pool(threads) {
   blas_core = core != nullptr ? core : "";
   const char* gemm = std::getenv("HEARTH_CPU_PREFILL_GEMM");
   hearth_prefill_gemm = gemm == nullptr || std::strcmp(gemm, "blas") != 0;
-  quantized_prefill_panels = gemm != nullptr && std::strcmp(gemm, "panels") == 0;
 }
 
 ThreadPool::ThreadPool(int threads) {

@@ -67,9 +67,6 @@ struct CpuContext {
   // kernels at 128-1,024 rows on the VM, session 26). HEARTH_CPU_PREFILL_GEMM=blas: OpenBLAS for
   // both (quantized weights over dequantized tiles).
   bool hearth_prefill_gemm = true;
-  // HEARTH_CPU_PREFILL_GEMM=panels: quantized weights through the panel kernels instead (before
-  // session 26 the route where OpenBLAS has no AVX2 kernels), the A/B baseline.
-  bool quantized_prefill_panels = false;
   // Quantized weights multiply int8-quantized activations with integer dot products
   // (int8_dot.h) where the CPU has them; off: f32 activations against dequantized weights.
   bool int8_dot = false;
