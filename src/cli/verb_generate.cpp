@@ -193,6 +193,7 @@ int run_generate(const GenerateArgs& args) {
 
   engine::EngineOptions options;
   options.max_batch = 1;
+  options.warm_up = false;  // one request: its own steps are the only shapes it meets
   options.num_blocks =
       (prompt_tokens + params.max_tokens + options.block_size - 1) / options.block_size;
   // The model's EOS ids and the tokenizer's (tokenizer_config.json eos_token) together.

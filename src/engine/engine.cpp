@@ -109,6 +109,13 @@ Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<Model> model,
   HEARTH_ASSIGN_OR_RETURN(SchedulerOptions s, plan_scheduler(*model, options));
   HEARTH_RETURN_IF_ERROR(
       model->create_kv_cache(s.num_blocks, s.block_size).with_context("allocating the KV pool"));
+  if (options.warm_up) {
+    // Only speed is at stake: a warm-up that fails (no memory for its scratch) leaves the
+    // shapes to be met on first use.
+    if (Status warmed = model->warm_up(s.max_batched_tokens, s.max_running); !warmed.ok()) {
+      spdlog::warn("engine: step-shape warm-up skipped: {}", warmed.message());
+    }
+  }
   std::unique_ptr<Engine> engine(new Engine(std::move(model), s));
   engine->thread_ = std::thread([e = engine.get()] { e->run(); });
   return engine;

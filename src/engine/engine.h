@@ -47,6 +47,10 @@ struct EngineOptions {
   // Bytes (decimal GB) kept out of the KV pool for activations, workspaces and logits;
   // < 0 = estimated from the model shape and the token budget (estimate_headroom_bytes).
   double headroom_gb = -1;
+  // Meet the step shapes ahead of need before the first step (Model::warm_up: on CUDA, one
+  // GEMM per weight shape at a ladder of row counts, ~0.5 s for an 8B model on the H200).
+  // `generate`, which runs one request, turns it off. A failed warm-up only logs a warning.
+  bool warm_up = true;
 };
 
 // Step token budgets. On a GPU a step's cost is flat until its GEMMs turn compute-bound, and

@@ -141,6 +141,15 @@ class Model {
   virtual Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> rows,
                                 std::span<int32_t> tokens, std::span<float> host_logits);
 
+  // Called once the engine has sized its steps (at most max_tokens tokens and max_rows logit
+  // rows a step), before the first one: a backend may meet its step shapes ahead of need here
+  // (CUDA: load the GEMM kernels the row counts pick). No effect on any output.
+  virtual Status warm_up(int max_tokens, int max_rows) {
+    (void)max_tokens;
+    (void)max_rows;
+    return ok_status();
+  }
+
   // Device memory figures; nullopt for a model in host RAM.
   virtual std::optional<DeviceMemoryUsage> device_memory() const { return std::nullopt; }
 

@@ -248,6 +248,46 @@ TEST(Engine, SizesThePoolFromDeviceMemoryAndTheMemoryBudget) {
   EXPECT_NE(engine.status().message().find("--memory-budget"), std::string::npos);
 }
 
+// Engine::create hands the model its step sizes to warm up on before the first step, once,
+// unless EngineOptions::warm_up is off (as `generate` sets it); a failed warm-up costs only
+// speed, so the engine still starts and serves.
+TEST(Engine, WarmsTheModelUpWithItsStepSizes) {
+  struct WarmFake : FakeModel {
+    WarmFake(std::vector<std::pair<int, int>>* calls, bool fail)
+        : FakeModel(kVocab, 256), calls_(calls), fail_(fail) {}
+    Status warm_up(int max_tokens, int max_rows) override {
+      calls_->emplace_back(max_tokens, max_rows);
+      return fail_ ? internal_error("injected warm-up failure") : ok_status();
+    }
+    std::vector<std::pair<int, int>>* calls_;
+    bool fail_;
+  };
+  EngineOptions options;
+  options.max_batch = 6;
+  options.max_batched_tokens = 300;
+  std::vector<std::pair<int, int>> calls;
+  {
+    auto engine = Engine::create(std::make_unique<WarmFake>(&calls, false), options);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  }
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0], std::make_pair(300, 6));
+  options.warm_up = false;
+  {
+    auto engine = Engine::create(std::make_unique<WarmFake>(&calls, false), options);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  }
+  EXPECT_EQ(calls.size(), 1u);
+  options.warm_up = true;
+  auto failed = Engine::create(std::make_unique<WarmFake>(&calls, true), options);
+  ASSERT_TRUE(failed.ok()) << failed.status().to_string();
+  EXPECT_EQ(calls.size(), 2u);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE((*failed)->submit({1, 2, 3}, greedy(4), sink).ok());
+  sink->wait();
+  EXPECT_EQ(sink->tokens().size(), 4u);
+}
+
 // The step token budget defaults to max(2048, batch) for a model on a GPU (it reports its
 // device memory), max(8192, batch) on a GPU of 70 GiB or more and max(512, batch) on CPU; an
 // explicit budget is kept.

@@ -296,6 +296,7 @@ class CudaLlamaModel : public Model {
   bool samples_on_device() const override { return true; }
   Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> rows,
                         std::span<int32_t> tokens, std::span<float> host_logits) override;
+  Status warm_up(int max_tokens, int max_rows) override;
   std::optional<DeviceMemoryUsage> device_memory() const override;
   std::size_t weight_bytes() const override { return weight_bytes_; }
   std::string describe() const override;
@@ -451,6 +452,70 @@ Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool
   HEARTH_RETURN_IF_ERROR(up.finish());
   HEARTH_RETURN_IF_ERROR(tile_for_decode());
   weight_bytes_ = ctx_->used();
+  return ok_status();
+}
+
+// Row counts CudaLlamaModel::warm_up runs each GEMM shape at, ascending, ending at max_rows.
+std::vector<int> gemm_warm_rows(int max_rows) {
+  // Every count to 16, then four a doubling (m * 2^(1/4), rounded up), and max_rows itself.
+  std::vector<int> rows;
+  for (int m = 1; m <= std::min(16, max_rows); ++m) rows.push_back(m);
+  for (double m = 16 * 1.189207115; m < max_rows; m *= 1.189207115) {
+    const int r = static_cast<int>(std::ceil(m));
+    if (r > rows.back()) rows.push_back(r);
+  }
+  if (rows.empty() || rows.back() < max_rows) rows.push_back(max_rows);
+  return rows;
+}
+
+Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
+  // cuBLASLt picks its kernel by row count, and CUDA loads a kernel on its first launch:
+  // 2.5-4.5 ms of host time a weight shape at a row count not met before, on the engine
+  // thread, ahead of that step's launches (S25-R6; a heuristic query alone is 0.12-0.27 ms).
+  // One GEMM per dense weight shape at a ladder of row counts loads the kernels the live steps
+  // will pick; their plans stay cached. Zeroed scratch in, results dropped; freed after.
+  if (const char* env = std::getenv("HEARTH_GEMM_WARMUP"); env != nullptr && env[0] == '0') {
+    return ok_status();
+  }
+  if (layers_.empty() || max_tokens <= 0) return ok_status();
+  Stopwatch watch;
+  const DeviceLayer& layer = layers_.front();
+  const DeviceLinear& head = config_.tie_word_embeddings ? embed_ : lm_head_;
+  struct Target {
+    const DeviceLinear* l;
+    int max_m;
+    bool f32_out;
+  };
+  std::vector<Target> targets;
+  // Quantized weights are not warmed: their prefill dequantizes into a scratch matrix first.
+  for (const DeviceLinear* l : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down}) {
+    if (!l->quantized()) targets.push_back({l, max_tokens, false});
+  }
+  if (!head.quantized()) {
+    targets.push_back({&head, std::max(1, std::min(max_rows, max_tokens)), true});
+  }
+  if (targets.empty()) return ok_status();
+  std::size_t x_bytes = 0, y_bytes = 0;
+  for (const Target& t : targets) {
+    x_bytes = std::max(x_bytes, std::size_t(t.max_m) * t.l->k * sizeof(Bf16));
+    y_bytes = std::max(y_bytes, std::size_t(t.max_m) * t.l->n * (t.f32_out ? 4 : sizeof(Bf16)));
+  }
+  HEARTH_ASSIGN_OR_RETURN(DeviceBuffer x, ctx_->allocate(x_bytes, "GEMM warm-up input"));
+  HEARTH_ASSIGN_OR_RETURN(DeviceBuffer y, ctx_->allocate(y_bytes, "GEMM warm-up output"));
+  cudaStream_t st = ctx_->stream();
+  HEARTH_RETURN_IF_ERROR(
+      cuda_status(cudaMemsetAsync(x.data(), 0, x_bytes, st), "zeroing the warm-up input"));
+  int calls = 0;
+  for (const Target& t : targets) {
+    for (int m : gemm_warm_rows(t.max_m)) {
+      const cuda::GemmOut out = t.f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16;
+      cuda::GemmShape g{m, t.l->n, t.l->k, t.l->k, t.l->k, t.l->n, out, false};
+      HEARTH_RETURN_IF_ERROR(gemm_.run(g, x.as<Bf16>(), t.l->w.as<Bf16>(), y.data()));
+      ++calls;
+    }
+  }
+  HEARTH_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(st), "GEMM warm-up"));
+  spdlog::debug("cuda model: {} GEMM shapes warmed in {:.0f} ms", calls, watch.elapsed_ms());
   return ok_status();
 }
 
