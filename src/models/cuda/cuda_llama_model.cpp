@@ -472,8 +472,8 @@ Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
   // cuBLASLt picks its kernel by row count, and CUDA loads a kernel on its first launch:
   // 2.5-4.5 ms of host time a weight shape at a row count not met before, on the engine
   // thread, ahead of that step's launches (S25-R6; a heuristic query alone is 0.12-0.27 ms).
-  // One GEMM per dense weight shape at a ladder of row counts loads the kernels the live steps
-  // will pick; their plans stay cached. Zeroed scratch in, results dropped; freed after.
+  // One GEMM per weight shape at a ladder of row counts loads the kernels the live steps will
+  // pick; their plans stay cached. Zeroed scratch in, results dropped; freed after.
   if (const char* env = std::getenv("HEARTH_GEMM_WARMUP"); env != nullptr && env[0] == '0') {
     return ok_status();
   }
@@ -487,30 +487,39 @@ Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
     bool f32_out;
   };
   std::vector<Target> targets;
-  // Quantized weights are not warmed: their prefill dequantizes into a scratch matrix first.
   for (const DeviceLinear* l : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down}) {
-    if (!l->quantized()) targets.push_back({l, max_tokens, false});
+    targets.push_back({l, max_tokens, false});
   }
-  if (!head.quantized()) {
-    targets.push_back({&head, std::max(1, std::min(max_rows, max_tokens)), true});
-  }
-  if (targets.empty()) return ok_status();
-  std::size_t x_bytes = 0, y_bytes = 0;
+  targets.push_back({&head, std::max(1, std::min(max_rows, max_tokens)), true});
+  // A quantized weight runs the GEMM only past the affine GEMV's rows, on its dequantized
+  // bf16 copy; the warm-up gives it a zeroed stand-in of that size (the kernel cuBLASLt picks
+  // depends on the shape, not the values).
+  std::size_t x_bytes = 0, y_bytes = 0, w_bytes = 0;
   for (const Target& t : targets) {
     x_bytes = std::max(x_bytes, std::size_t(t.max_m) * t.l->k * sizeof(Bf16));
     y_bytes = std::max(y_bytes, std::size_t(t.max_m) * t.l->n * (t.f32_out ? 4 : sizeof(Bf16)));
+    if (t.l->quantized()) w_bytes = std::max(w_bytes, std::size_t(t.l->n) * t.l->k * sizeof(Bf16));
   }
   HEARTH_ASSIGN_OR_RETURN(DeviceBuffer x, ctx_->allocate(x_bytes, "GEMM warm-up input"));
   HEARTH_ASSIGN_OR_RETURN(DeviceBuffer y, ctx_->allocate(y_bytes, "GEMM warm-up output"));
+  DeviceBuffer w;
   cudaStream_t st = ctx_->stream();
+  if (w_bytes > 0) {
+    HEARTH_ASSIGN_OR_RETURN(w, ctx_->allocate(w_bytes, "GEMM warm-up weight"));
+    HEARTH_RETURN_IF_ERROR(
+        cuda_status(cudaMemsetAsync(w.data(), 0, w_bytes, st), "zeroing the warm-up weight"));
+  }
   HEARTH_RETURN_IF_ERROR(
       cuda_status(cudaMemsetAsync(x.data(), 0, x_bytes, st), "zeroing the warm-up input"));
   int calls = 0;
   for (const Target& t : targets) {
+    const bool quantized = t.l->quantized();
+    const Bf16* weight = quantized ? w.as<Bf16>() : t.l->w.as<Bf16>();
     for (int m : gemm_warm_rows(t.max_m)) {
+      if (quantized && m <= cuda::kAffineGemvMaxRows) continue;
       const cuda::GemmOut out = t.f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16;
       cuda::GemmShape g{m, t.l->n, t.l->k, t.l->k, t.l->k, t.l->n, out, false};
-      HEARTH_RETURN_IF_ERROR(gemm_.run(g, x.as<Bf16>(), t.l->w.as<Bf16>(), y.data()));
+      HEARTH_RETURN_IF_ERROR(gemm_.run(g, x.as<Bf16>(), weight, y.data()));
       ++calls;
     }
   }

@@ -179,30 +179,33 @@ TEST(CudaModel, BlockedGateUpGivesTheSameLogits) {
   }
 }
 
-// Model::warm_up runs every dense GEMM shape at a ladder of row counts (up to 300 tokens, 8
-// logit rows) before any step; the plans it caches are the ones a cold model makes on first
-// use, so a prompt's logits and the decode steps after it are the same bits, and a warm-up
-// of zero tokens is a no-op.
+// Model::warm_up runs every GEMM shape (a quantized one on a stand-in of its dequantized
+// copy) at a ladder of row counts (up to 300 tokens, 8 logit rows) before any step; the
+// plans it caches are the ones a cold model makes on first use, so a prompt's logits and the
+// decode steps after it are the same bits, and a warm-up of zero tokens is a no-op.
 TEST(CudaModel, WarmUpKeepsTheBitsOfAColdModel) {
-  const std::string dir =
-      kFixtures + "/" + goldens()["variants"]["llama-bf16"]["dir"].get<std::string>();
-  auto cold = load_cuda_model(dir, {});
-  ASSERT_TRUE(cold.ok()) << cold.status().to_string();
-  auto warm = load_cuda_model(dir, {});
-  ASSERT_TRUE(warm.ok()) << warm.status().to_string();
-  ASSERT_TRUE((*warm)->warm_up(0, 0).ok());
-  Status warmed = (*warm)->warm_up(300, 8);
-  ASSERT_TRUE(warmed.ok()) << warmed.to_string();
-  auto ids = goldens()["prompts"][2]["ids"].get<std::vector<int32_t>>();
-  Runner a(**cold);
-  Runner b(**warm);
-  std::vector<float> la = a.prefill(ids, ids.size());
-  std::vector<float> lb = b.prefill(ids, ids.size());
-  for (int step = 0; step < 6; ++step) {
-    ASSERT_EQ(la, lb) << "step " << step;
-    int32_t next = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
-    la = a.step(std::span(&next, 1));
-    lb = b.step(std::span(&next, 1));
+  for (const char* variant : {"llama-bf16", "qwen3-mlx"}) {
+    SCOPED_TRACE(variant);
+    const std::string dir =
+        kFixtures + "/" + goldens()["variants"][variant]["dir"].get<std::string>();
+    auto cold = load_cuda_model(dir, {});
+    ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+    auto warm = load_cuda_model(dir, {});
+    ASSERT_TRUE(warm.ok()) << warm.status().to_string();
+    ASSERT_TRUE((*warm)->warm_up(0, 0).ok());
+    Status warmed = (*warm)->warm_up(300, 8);
+    ASSERT_TRUE(warmed.ok()) << warmed.to_string();
+    auto ids = goldens()["prompts"][2]["ids"].get<std::vector<int32_t>>();
+    Runner a(**cold);
+    Runner b(**warm);
+    std::vector<float> la = a.prefill(ids, ids.size());
+    std::vector<float> lb = b.prefill(ids, ids.size());
+    for (int step = 0; step < 6; ++step) {
+      ASSERT_EQ(la, lb) << "step " << step;
+      int32_t next = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
+      la = a.step(std::span(&next, 1));
+      lb = b.step(std::span(&next, 1));
+    }
   }
 }
 
