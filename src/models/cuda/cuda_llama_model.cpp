@@ -524,7 +524,9 @@ Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
     }
   }
   HEARTH_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(st), "GEMM warm-up"));
-  spdlog::debug("cuda model: {} GEMM shapes warmed in {:.0f} ms", calls, watch.elapsed_ms());
+  spdlog::info(
+      "GEMM warm-up: {} shapes and row counts in {:.0f} ms (HEARTH_GEMM_WARMUP=0 skips it)", calls,
+      watch.elapsed_ms());
   return ok_status();
 }
 
