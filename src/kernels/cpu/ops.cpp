@@ -202,22 +202,25 @@ std::vector<float> group_sums_of(const WeightMatrix& w, const float* x, int64_t 
 }
 
 #ifdef HEARTH_CPU_AVX512
-// Prefill-sized batches with the AVX-512 kernels. Float / bf16 / f16 weights with 16+ rows
-// go to the cache-blocked GEMM of gemm_dense.h, under 16 rows (batch-invariant) to its
-// unpacked form dense_gemm_rows, in the same order; otherwise (quantized weights, or float
-// ones under 16 rows by default) weight rows in tiles of kBlockRows run against the
-// activations four rows at a time with 4 x 4 dot-product register tiles (a quantized tile first
-// dequantized once into an f32 panel, per thread); quantized weights with 16+ rows, outside
-// batch invariance, run the same cache-blocked GEMM, their slices dequantized as it packs them.
-// False when the format has no kernel.
+// Prefill-sized batches with the AVX-512 kernels: 16+ rows through the cache-blocked GEMM of
+// gemm_dense.h (float weights, and quantized ones dequantized as it packs them), fewer rows
+// through 4 x 4 dot-product register tiles, batch invariance in the GEMM's order (dense) or the
+// tiles' (quantized) at every row count. False when the format has no kernel.
 bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* x, int64_t m,
                            float* y) {
   constexpr int64_t kBlockRows = 32;
   constexpr int64_t kGemmMinRows = 16;
   if (w.quantized() && (w.group_size % 16 != 0 || (w.bits != 4 && w.bits != 8))) return false;
-  // Dense weights, 16+ rows: the cache-blocked GEMM of gemm_dense.h. Batch-invariant: at
-  // every row count its order, fewer rows through dense_gemm_rows (the same sums, no packing).
-  if (!w.quantized() && m >= kGemmMinRows) return dense_gemm(ctx, w, x, m, y);
+  // 16+ rows: the cache-blocked GEMM of gemm_dense.h, a quantized weight's slices dequantized
+  // as it packs them. It replaced, for quantized weights, dequantized f32 panels multiplied by
+  // a broadcast micro-kernel (1.26-1.75x them on issue 4's host, 8-bit at 2 threads and 128
+  // rows a tie, and 1.20-1.75x on the VM, at 128-1,024 rows, sessions 26-27) and OpenBLAS over
+  // dequantized tiles (4.5-6.1x on issue 4's host, 1.30-2.73x on the VM). Quantized weights
+  // under batch invariance stay on the tiles below at every row count.
+  if (m >= kGemmMinRows && !(w.quantized() && ctx.batch_invariant)) {
+    return dense_gemm(ctx, w, x, m, y);
+  }
+  // Dense, batch-invariant, under 16 rows: the GEMM's order unpacked (dense_gemm_rows).
   if (!w.quantized() && ctx.batch_invariant) {
     for (int64_t i0 = 0; i0 < m; i0 += kDenseRowsMax) {
       if (!dense_gemm_rows(ctx, w, x + i0 * w.cols, std::min(kDenseRowsMax, m - i0),
@@ -227,44 +230,35 @@ bool blocked_linear_avx512(CpuContext& ctx, const WeightMatrix& w, const float* 
     }
     return true;
   }
-  // Quantized, batch-invariant: the dot-product tiles at every row count (a row's sums then do
-  // not depend on the rows beside it).
-  if (m < kGemmMinRows || ctx.batch_invariant) {
-    // Too few rows to fill the broadcast micro-kernel's 16 lanes: 4 x 4 dot-product tiles
-    // over the weight itself or, quantized, over its tile dequantized to an f32 panel.
-    ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
-      thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
-      for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
-        const int64_t r1 = std::min(b, r0 + kBlockRows);
-        WeightMatrix tile = w;
-        int64_t t0 = r0, t1 = r1;
-        float* ty = y;
-        if (w.quantized()) {
-          panel.resize(static_cast<std::size_t>(kBlockRows * w.cols));
-          if (w.bits == 8) {
-            dequant_rows_avx512<8>(w, r0, r1, 0, w.cols, panel.data());
-          } else {
-            dequant_rows_avx512<4>(w, r0, r1, 0, w.cols, panel.data());
-          }
-          tile = WeightMatrix{DType::kF32, r1 - r0, w.cols, panel.data()};
-          t0 = 0;
-          t1 = r1 - r0;
-          ty = y + r0;
+  // Under 16 rows, or quantized and batch-invariant: 4 x 4 dot-product tiles over the weight
+  // itself or, quantized, over its tile dequantized once to an f32 panel (a row's sums do not
+  // depend on the rows beside it).
+  ctx.pool.parallel_for(w.rows, 16, [&](int64_t a, int64_t b) {
+    thread_local std::vector<float> panel;  // [kBlockRows, cols], reused across calls
+    for (int64_t r0 = a; r0 < b; r0 += kBlockRows) {
+      const int64_t r1 = std::min(b, r0 + kBlockRows);
+      WeightMatrix tile = w;
+      int64_t t0 = r0, t1 = r1;
+      float* ty = y;
+      if (w.quantized()) {
+        panel.resize(static_cast<std::size_t>(kBlockRows * w.cols));
+        if (w.bits == 8) {
+          dequant_rows_avx512<8>(w, r0, r1, 0, w.cols, panel.data());
+        } else {
+          dequant_rows_avx512<4>(w, r0, r1, 0, w.cols, panel.data());
         }
-        for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
-          const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
-          dense_tile_avx512(tile, x + i0 * w.cols, rows, t0, t1, ty + i0 * w.rows, w.rows);
-        }
+        tile = WeightMatrix{DType::kF32, r1 - r0, w.cols, panel.data()};
+        t0 = 0;
+        t1 = r1 - r0;
+        ty = y + r0;
       }
-    });
-    return true;
-  }
-  // Quantized, 16+ rows: the float GEMM, its weight slices dequantized as they are packed.
-  // It replaced dequantized f32 panels multiplied by a broadcast micro-kernel (1.26-1.75x them
-  // on issue 4's host, 8-bit at 2 threads and 128 rows a tie, and 1.20-1.75x on the VM, at
-  // 128-1,024 rows, sessions 26-27) and OpenBLAS over dequantized tiles (4.5-6.1x on issue 4's
-  // host, 1.30-2.73x on the VM).
-  return dense_gemm(ctx, w, x, m, y);
+      for (int64_t i0 = 0; i0 < m; i0 += kMatVecMaxRows) {
+        const int64_t rows = std::min<int64_t>(kMatVecMaxRows, m - i0);
+        dense_tile_avx512(tile, x + i0 * w.cols, rows, t0, t1, ty + i0 * w.rows, w.rows);
+      }
+    }
+  });
+  return true;
 }
 #endif
 

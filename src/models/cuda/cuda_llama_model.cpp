@@ -61,6 +61,11 @@ struct DeviceLinear {
   int row_block = 0;          // two stacked parts: 0 part after part; b > 0 blocks of b rows
                               // of the first part, then the same b rows of the second
   bool quantized() const { return q.packed != nullptr; }
+  // y[m, n] = x[m, k] · wᵀ as one cuBLASLt GEMM (on w, or a quantized weight's bf16 copy),
+  // y bf16 or f32 (logits); everything row-major and packed.
+  cuda::GemmShape gemm(int m, bool f32_out) const {
+    return {m, n, k, k, k, n, f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16, false};
+  }
 };
 
 struct DeviceLayer {
@@ -455,16 +460,16 @@ Status CudaLlamaModel::load(const LlamaWeights& w, std::size_t total_bytes, bool
   return ok_status();
 }
 
-// Row counts CudaLlamaModel::warm_up runs each GEMM shape at, ascending, ending at max_rows.
+// Row counts CudaLlamaModel::warm_up runs each GEMM shape at (max_rows >= 1), ascending:
+// every count to 16, then four a doubling (m * 2^(1/4), rounded up), and max_rows itself.
 std::vector<int> gemm_warm_rows(int max_rows) {
-  // Every count to 16, then four a doubling (m * 2^(1/4), rounded up), and max_rows itself.
   std::vector<int> rows;
   for (int m = 1; m <= std::min(16, max_rows); ++m) rows.push_back(m);
   for (double m = 16 * 1.189207115; m < max_rows; m *= 1.189207115) {
     const int r = static_cast<int>(std::ceil(m));
     if (r > rows.back()) rows.push_back(r);
   }
-  if (rows.empty() || rows.back() < max_rows) rows.push_back(max_rows);
+  if (rows.back() < max_rows) rows.push_back(max_rows);
   return rows;
 }
 
@@ -473,7 +478,10 @@ Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
   // 2.5-4.5 ms of host time a weight shape at a row count not met before, on the engine
   // thread, ahead of that step's launches (S25-R6; a heuristic query alone is 0.12-0.27 ms).
   // One GEMM per weight shape at a ladder of row counts loads the kernels the live steps will
-  // pick; their plans stay cached. Zeroed scratch in, results dropped; freed after.
+  // pick; their plans stay cached. Zeroed scratch in, results dropped; freed after. Not through
+  // linear(): on a quantized weight at m <= kAffineGemvMaxRows that runs the plain affine GEMV,
+  // which steps that small never call (they run the fused decode GEMVs) and which refused the
+  // 8B's tiled 4-bit weights when a review tried it (S27-U7).
   if (const char* env = std::getenv("HEARTH_GEMM_WARMUP"); env != nullptr && env[0] == '0') {
     return ok_status();
   }
@@ -517,9 +525,7 @@ Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
     const Bf16* weight = quantized ? w.as<Bf16>() : t.l->w.as<Bf16>();
     for (int m : gemm_warm_rows(t.max_m)) {
       if (quantized && m <= cuda::kAffineGemvMaxRows) continue;
-      const cuda::GemmOut out = t.f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16;
-      cuda::GemmShape g{m, t.l->n, t.l->k, t.l->k, t.l->k, t.l->n, out, false};
-      HEARTH_RETURN_IF_ERROR(gemm_.run(g, x.as<Bf16>(), weight, y.data()));
+      HEARTH_RETURN_IF_ERROR(gemm_.run(t.l->gemm(m, t.f32_out), x.as<Bf16>(), weight, y.data()));
       ++calls;
     }
   }
@@ -680,9 +686,7 @@ Status CudaLlamaModel::ensure(DeviceBuffer& buf, std::size_t bytes, const char* 
 Status CudaLlamaModel::linear(const DeviceLinear& l, const Bf16* x, int m, void* y, bool f32_out) {
   cudaStream_t st = ctx_->stream();
   if (!l.quantized()) {
-    cuda::GemmShape g{
-        m, l.n, l.k, l.k, l.k, l.n, f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16, false};
-    HEARTH_RETURN_IF_ERROR(gemm_.run(g, x, l.w.as<Bf16>(), y));
+    HEARTH_RETURN_IF_ERROR(gemm_.run(l.gemm(m, f32_out), x, l.w.as<Bf16>(), y));
   } else if (m <= cuda::kAffineGemvMaxRows) {
     cuda::AffineGemvArgs a;
     a.w = l.q;
@@ -700,9 +704,7 @@ Status CudaLlamaModel::linear(const DeviceLinear& l, const Bf16* x, int m, void*
     HEARTH_RETURN_IF_ERROR(ensure(dequant_, std::size_t(l.n) * l.k * 2, "dequantized weight"));
     HEARTH_RETURN_IF_ERROR(
         cuda_status(cuda::affine_dequantize(l.q, dequant_.as<Bf16>(), l.k, st), "dequantize"));
-    cuda::GemmShape g{
-        m, l.n, l.k, l.k, l.k, l.n, f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16, false};
-    HEARTH_RETURN_IF_ERROR(gemm_.run(g, x, dequant_.as<Bf16>(), y));
+    HEARTH_RETURN_IF_ERROR(gemm_.run(l.gemm(m, f32_out), x, dequant_.as<Bf16>(), y));
   }
   if (l.bias.data() != nullptr) {
     if (f32_out) return unsupported_error("bias on an f32-output projection");
