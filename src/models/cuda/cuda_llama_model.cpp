@@ -494,14 +494,19 @@ Status CudaLlamaModel::warm_up(int max_tokens, int max_rows) {
     int max_m;
     bool f32_out;
   };
-  std::vector<Target> targets;
-  for (const DeviceLinear* l : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down}) {
-    targets.push_back({l, max_tokens, false});
-  }
-  targets.push_back({&head, std::max(1, std::min(max_rows, max_tokens)), true});
   // A quantized weight runs the GEMM only past the affine GEMV's rows, on its dequantized
   // bf16 copy; the warm-up gives it a zeroed stand-in of that size (the kernel cuBLASLt picks
-  // depends on the shape, not the values).
+  // depends on the shape, not the values), and none when its steps never get past those rows
+  // (a quantized 8B's logits at --batch 8 would otherwise take a 1 GB stand-in for nothing).
+  std::vector<Target> targets;
+  auto add = [&](const DeviceLinear& l, int max_m, bool f32_out) {
+    if (!l.quantized() || max_m > cuda::kAffineGemvMaxRows) targets.push_back({&l, max_m, f32_out});
+  };
+  for (const DeviceLinear* l : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down}) {
+    add(*l, max_tokens, false);
+  }
+  add(head, std::max(1, std::min(max_rows, max_tokens)), true);
+  if (targets.empty()) return ok_status();
   std::size_t x_bytes = 0, y_bytes = 0, w_bytes = 0;
   for (const Target& t : targets) {
     x_bytes = std::max(x_bytes, std::size_t(t.max_m) * t.l->k * sizeof(Bf16));
